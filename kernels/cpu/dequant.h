@@ -10,8 +10,8 @@
 namespace tandem::kernels {
 
 // Decodes n_elems values of type t from src into dst (n_elems floats).
-// Integer types become their value as float. src needs no alignment beyond
-// what the type's GGUF/safetensors layout already gives (byte access only).
+// Integer types become their value as float. src may have any alignment
+// (data mapped from a file often has none to speak of).
 // Throws tandem::Error(kInvalidInput) if n_elems is not a whole number of
 // blocks of t. Does not allocate.
 void dequantize_generic(DType t, const void* src, float* dst, size_t n_elems);
