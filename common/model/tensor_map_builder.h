@@ -20,6 +20,9 @@ class TensorMapBuilder {
   SourceMatrix* matrix(const std::string& file, const std::string& tensor, DType dtype,
                        const std::vector<uint64_t>& shape, std::span<const std::byte> data);
 
+  // Records a source tensor consumed without a view of its own (FP8 scales).
+  void mark_used(const std::string& tensor) { used_.insert(tensor); }
+
   // Adds a canonical tensor made of pieces, checking sizes and types.
   void add(const TensorSpec& spec, std::vector<TensorPiece> pieces);
   void add_whole(const TensorSpec& spec, SourceMatrix* m, const std::vector<uint64_t>& src_shape);

@@ -151,7 +151,7 @@ TensorMap TensorMap::from_hf(const ModelConfig& c, const SafetensorsModel& model
       fail_invalid("{}: scale '{}' is {} [{}] but weight [{}, {}] with {}x{} blocks needs f32 [{}, {}]",
                    s->file, s->name, name(s->dtype), fmt::join(s->shape, ", "), m->rows, m->cols, br,
                    bc, want_r, want_c);
-    b.matrix(s->file, s->name, s->dtype, s->shape, s->data);  // marks the scale as used
+    b.mark_used(s->name);
     m->scale = s->data;
     m->scale_dtype = s->dtype;
     m->block_rows = br;
