@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "launcher/generate.h"
 #include "launcher/inspect.h"
 
 namespace {
@@ -21,6 +22,13 @@ commands:
       Print a model's architecture, sizes, dtypes and per-tensor layout.
       PATH is a GGUF file or a Hugging Face directory (config.json + safetensors).
       Without --model, the built-in default model (made at build time) is used.
+  logits --model PATH --tokens "ID ID ..." [--greedy N]
+      Run the prompt through the model in one pass and print JSON: the logits of
+      every prompt position, then N greedy steps with their logits.
+  run --model PATH --tokens "ID ID ..." [-n N] [--temperature T] [--top-k K]
+      [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S]
+      Generate up to N tokens (default 32), greedy unless --temperature > 0.
+      (Text prompts arrive with the tokenizer; token ids are accepted today.)
   help
       Show this text.
 )";
@@ -56,6 +64,81 @@ int cmd_inspect(const std::vector<std::string>& args) {
   return 0;
 }
 
+// Reads "--name value" pairs; returns false on an unknown option.
+template <typename Handler>
+bool parse_options(const std::vector<std::string>& args, const char* cmd, Handler&& handle) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (i + 1 >= args.size() || !handle(a, args[i + 1])) {
+      std::cerr << "tandem " << cmd << ": unknown option or missing value '" << a << "'\n" << kUsage;
+      return false;
+    }
+    ++i;
+  }
+  return true;
+}
+
+float to_float(const std::string& name, const std::string& v) {
+  try {
+    size_t used = 0;
+    float f = std::stof(v, &used);
+    if (used == v.size()) return f;
+  } catch (const std::exception&) {
+  }
+  throw tandem::Error(tandem::ErrorKind::kInvalidInput, name + ": '" + v + "' is not a number");
+}
+
+int to_int(const std::string& name, const std::string& v) {
+  try {
+    size_t used = 0;
+    long long n = std::stoll(v, &used);
+    if (used == v.size() && n >= INT32_MIN && n <= INT32_MAX) return int(n);
+  } catch (const std::exception&) {
+  }
+  throw tandem::Error(tandem::ErrorKind::kInvalidInput, name + ": '" + v + "' is not an integer");
+}
+
+int cmd_logits(const std::vector<std::string>& args) {
+  tandem::LogitsOptions o;
+  bool ok = parse_options(args, "logits", [&](const std::string& k, const std::string& v) {
+    if (k == "--model") o.model = v;
+    else if (k == "--tokens") o.tokens = tandem::parse_token_ids(v);
+    else if (k == "--greedy") o.greedy = std::max(0, to_int(k, v));
+    else return false;
+    return true;
+  });
+  if (!ok) return 2;
+  if (o.model.empty()) o.model = default_model();
+  if (o.tokens.empty()) throw tandem::Error(tandem::ErrorKind::kInvalidInput, "--tokens is required");
+  tandem::run_logits(o, std::cout);
+  return 0;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  tandem::RunOptions o;
+  bool ok = parse_options(args, "run", [&](const std::string& k, const std::string& v) {
+    if (k == "--model") o.model = v;
+    else if (k == "--tokens") o.tokens = tandem::parse_token_ids(v);
+    else if (k == "--prompt")
+      throw tandem::Error(tandem::ErrorKind::kUnsupported,
+                          "--prompt needs the tokenizer, which is not built yet; pass --tokens");
+    else if (k == "-n" || k == "--max-tokens") o.max_tokens = std::max(0, to_int(k, v));
+    else if (k == "--temperature") o.sampling.temperature = to_float(k, v);
+    else if (k == "--top-k") o.sampling.top_k = to_int(k, v);
+    else if (k == "--top-p") o.sampling.top_p = to_float(k, v);
+    else if (k == "--min-p") o.sampling.min_p = to_float(k, v);
+    else if (k == "--repetition-penalty") o.sampling.repetition_penalty = to_float(k, v);
+    else if (k == "--seed") o.sampling.seed = uint64_t(to_int(k, v));
+    else return false;
+    return true;
+  });
+  if (!ok) return 2;
+  if (o.model.empty()) o.model = default_model();
+  if (o.tokens.empty()) throw tandem::Error(tandem::ErrorKind::kInvalidInput, "--tokens is required");
+  tandem::run_generate(o, std::cout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,6 +152,8 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   try {
     if (cmd == "inspect") return cmd_inspect(args);
+    if (cmd == "logits") return cmd_logits(args);
+    if (cmd == "run") return cmd_run(args);
     std::cerr << "tandem: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

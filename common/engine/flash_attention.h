@@ -1,0 +1,30 @@
+// One query row against the cached keys and values, computed the way
+// llama.cpp's CPU flash attention does (its default for these models): keys,
+// values and the query in fp16, scores accumulated exactly, an online softmax
+// whose running value sum is kept in an fp16 buffer, divided by the softmax
+// sum at the end. Matching it matters: the correctness fixtures are
+// llama.cpp's outputs, and fp16 rounding of attention is visible in logits.
+#pragma once
+
+#include <cstdint>
+
+namespace tandem::engine {
+
+struct AttentionRow {
+  const float* q;        // dk values, already fp16-representable
+  const float* keys;     // position j's key at keys + j * key_stride
+  int64_t key_stride;
+  const float* values;   // position j's value at values + j * value_stride
+  int64_t value_stride;
+  int64_t dk, dv;
+  int64_t n_positions;   // causal: keys 0 .. n_positions - 1
+  float scale;
+  float* out;            // dv values
+};
+
+void attend(const AttentionRow& a);
+
+// Rounds to the nearest fp16 value (what a cast to an F16 cache stores).
+void round_to_fp16(float* x, int64_t n);
+
+}  // namespace tandem::engine

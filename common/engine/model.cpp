@@ -1,0 +1,121 @@
+#include "common/engine/model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/engine/model_layer.h"
+#include "common/error.h"
+#include "common/model/model_source.h"
+#include "kernels/cpu/dequant.h"
+
+namespace tandem::engine {
+
+Model::Model(const ModelSource& src)
+    : config_(src.config()), weights_(ModelWeights::prepare(src)) {
+  const ModelConfig& c = config_;
+  embed_ = &weights_.at("token_embd.weight");
+  out_norm_ = &weights_.at("output_norm.weight");
+  head_ = &weights_.at("output.weight");
+  auto get = [&](uint32_t l, const char* n) { return weights_.find(fmt::format("blk.{}.{}", l, n)); };
+  layers_.resize(c.n_layers);
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    Layer& L = layers_[l];
+    L.attn_norm = get(l, "attn_norm.weight");
+    L.ffn_norm = get(l, "ffn_norm.weight");
+    L.wq = get(l, "attn_q.weight");
+    L.wk = get(l, "attn_k.weight");
+    L.wv = get(l, "attn_v.weight");
+    L.wo = get(l, "attn_output.weight");
+    L.bq = get(l, "attn_q.bias");
+    L.bk = get(l, "attn_k.bias");
+    L.bv = get(l, "attn_v.bias");
+    L.q_norm = get(l, "attn_q_norm.weight");
+    L.k_norm = get(l, "attn_k_norm.weight");
+    L.wq_a = get(l, "attn_q_a.weight");
+    L.q_a_norm = get(l, "attn_q_a_norm.weight");
+    L.wq_b = get(l, "attn_q_b.weight");
+    L.wkv_a = get(l, "attn_kv_a_mqa.weight");
+    L.kv_a_norm = get(l, "attn_kv_a_norm.weight");
+    L.k_b = get(l, "attn_k_b.weight");
+    L.v_b = get(l, "attn_v_b.weight");
+    L.moe = c.is_moe_layer(l);
+    L.gate = get(l, "ffn_gate.weight");
+    L.up = get(l, "ffn_up.weight");
+    L.down = get(l, "ffn_down.weight");
+    L.router = get(l, "ffn_gate_inp.weight");
+    L.router_bias = get(l, "exp_probs_b.bias");
+    L.gate_exps = get(l, "ffn_gate_exps.weight");
+    L.up_exps = get(l, "ffn_up_exps.weight");
+    L.down_exps = get(l, "ffn_down_exps.weight");
+    L.gate_sh = get(l, "ffn_gate_shexp.weight");
+    L.up_sh = get(l, "ffn_up_shexp.weight");
+    L.down_sh = get(l, "ffn_down_shexp.weight");
+    L.gate_inp_sh = get(l, "ffn_gate_inp_shexp.weight");
+  }
+  if (c.mla) {
+    // DeepSeek moves YaRN's magnitude scaling out of the rotation and into the
+    // softmax scale (mscale^2); the rotation keeps HF's mscale ratio only.
+    const RopeConfig& r = c.rope;
+    bool yarn = r.scaling == RopeScaling::kYarn && r.factor > 1.0f;
+    float attn_factor = 1.0f, m = 1.0f;
+    if (yarn) {
+      m = yarn_mscale(r.factor, r.mscale_all_dim);
+      attn_factor = yarn_mscale(r.factor, r.mscale) / m / (1.0f + 0.1f * std::log(r.factor));
+    }
+    rope_ = std::make_unique<Rope>(r, RopeStyle::kInterleaved, attn_factor);
+    kq_scale_ = m * m / std::sqrt(float(c.mla->qk_nope_head_dim + c.mla->qk_rope_head_dim));
+  } else {
+    rope_ = std::make_unique<Rope>(c.rope, RopeStyle::kNeox);
+    kq_scale_ = 1.0f / std::sqrt(float(c.head_dim));
+  }
+}
+
+Model::~Model() = default;
+
+std::vector<float> Model::forward(std::span<const uint32_t> tokens, KvCache& cache) {
+  const ModelConfig& c = config_;
+  const int64_t n = int64_t(tokens.size()), H = c.hidden, pos0 = cache.size();
+  if (n == 0) return {};
+  if (pos0 + n > cache.capacity())
+    fail(ErrorKind::kInvalidInput, "context full: {} positions cached + {} new > capacity {}",
+         pos0, n, cache.capacity());
+  std::vector<float> x(size_t(n * H)), xn(size_t(n * H)), tmp(size_t(n * H));
+  route_margins_.assign(size_t(n), INFINITY);
+  const MatrixView& emb = embed_->matrix();
+  for (int64_t t = 0; t < n; ++t) {
+    if (tokens[size_t(t)] >= c.vocab_size)
+      fail_invalid("token id {} is outside the vocabulary (size {})", tokens[size_t(t)], c.vocab_size);
+    kernels::dequantize_generic(emb.dtype, emb.data + tokens[size_t(t)] * emb.row_stride,
+                                x.data() + t * H, size_t(H));
+  }
+  for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {
+    const Layer& L = layers_[size_t(l)];
+    for (int64_t t = 0; t < n; ++t)
+      rms_norm(x.data() + t * H, L.attn_norm->values(), xn.data() + t * H, H, c.rms_eps);
+    if (c.mla) attention_mla(L, l, xn.data(), n, pos0, cache, tmp.data());
+    else attention_gqa(L, l, xn.data(), n, pos0, cache, tmp.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+    for (int64_t t = 0; t < n; ++t)
+      rms_norm(x.data() + t * H, L.ffn_norm->values(), xn.data() + t * H, H, c.rms_eps);
+    if (L.moe) moe_ffn(L, xn.data(), n, tmp.data());
+    else dense_ffn(L, xn.data(), n, tmp.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+  }
+  cache.advance(n);
+  for (int64_t t = 0; t < n; ++t)
+    rms_norm(x.data() + t * H, out_norm_->values(), xn.data() + t * H, H, c.rms_eps);
+  std::vector<float> logits(size_t(n) * c.vocab_size);
+  linear_(head_->matrix(), xn.data(), n, logits.data());
+  return logits;
+}
+
+void Model::dense_ffn(const Layer& L, const float* xn, int64_t n, float* out) {
+  const MatrixView &g = L.gate->matrix(), &u = L.up->matrix(), &d = L.down->matrix();
+  std::vector<float> a(size_t(n * g.rows)), b(size_t(n * u.rows));
+  linear_(g, xn, n, a.data());
+  linear_(u, xn, n, b.data());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = silu(a[i]) * b[i];
+  linear_(d, a.data(), n, out);
+}
+
+}  // namespace tandem::engine

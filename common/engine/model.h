@@ -1,0 +1,72 @@
+// The forward pass of every supported MoE family in one process: embeddings,
+// attention with a KV cache (GQA with NEOX rope, or DeepSeek MLA with an
+// absorbed k_b/v_b over a compressed-latent cache), routers (softmax or
+// sigmoid with correction bias and grouped top-k), routed and shared experts,
+// dense layers, final norm and head. Later issues run the same code split
+// across processes; this is the single-process reference.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/engine/kv_cache.h"
+#include "common/engine/linear.h"
+#include "common/engine/ops.h"
+#include "common/engine/weights.h"
+
+namespace tandem {
+class ModelSource;
+}
+
+namespace tandem::engine {
+
+class Model {
+ public:
+  // Prepares the weights of src; src must outlive the model.
+  explicit Model(const ModelSource& src);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  KvCache new_cache(int64_t max_positions) const { return KvCache(config_, max_positions); }
+
+  // Runs tokens at positions cache.size() ... cache.size() + n - 1 in one
+  // pass, appends them to the cache and returns n rows of vocab logits.
+  // Not thread-safe: one sequence at a time per Model (scratch is reused).
+  std::vector<float> forward(std::span<const uint32_t> tokens, KvCache& cache);
+
+  // For each token of the last forward(): the smallest routing margin over its
+  // MoE layers (gap between the last chosen and the first unchosen expert
+  // score, or between the last chosen and first unchosen group). A margin
+  // near zero means the routing is a near-tie that rounding can flip.
+  const std::vector<float>& route_margins() const { return route_margins_; }
+
+ private:
+  struct Layer;
+  void attention_gqa(const Layer& L, int64_t layer, const float* xn, int64_t n, int64_t pos0,
+                     KvCache& cache, float* out);
+  void attention_mla(const Layer& L, int64_t layer, const float* xn, int64_t n, int64_t pos0,
+                     KvCache& cache, float* out);
+  void dense_ffn(const Layer& L, const float* xn, int64_t n, float* out);
+  void moe_ffn(const Layer& L, const float* xn, int64_t n, float* out);
+  void shared_experts(const Layer& L, const float* xn, int64_t n, float* out);
+  // Experts chosen for one token and their weights, by the config's router.
+  // Returns the decision margin (see route_margins()).
+  float route(const Layer& L, const float* logits, std::vector<int>& experts,
+              std::vector<float>& weights) const;
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::vector<Layer> layers_;
+  const Weight* embed_;
+  const Weight* out_norm_;
+  const Weight* head_;
+  std::unique_ptr<Rope> rope_;
+  float kq_scale_;
+  Linear linear_;
+  std::vector<float> route_margins_;
+};
+
+}  // namespace tandem::engine

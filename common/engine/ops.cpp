@@ -1,0 +1,89 @@
+#include "common/engine/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tandem::engine {
+
+void rms_norm(const float* x, std::span<const float> w, float* y, int64_t n, float eps) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+  const float mean = float(sum / double(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w.empty() ? 1.0f : w[i]);
+}
+
+void softmax(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = x[i] == -INFINITY ? 0.0f : std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float yarn_mscale(float factor, float mscale) {
+  return factor <= 1.0f ? 1.0f : 0.1f * mscale * std::log(factor) + 1.0f;
+}
+
+namespace {
+
+// ggml_rope_yarn_corr_dim: the dimension whose wavelength spans n_rot turns
+// over the original context.
+float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+  return float(n_dims) * std::log(float(n_ctx_orig) / (n_rot * 2.0f * float(M_PI))) /
+         (2.0f * std::log(base));
+}
+
+}  // namespace
+
+Rope::Rope(const RopeConfig& c, RopeStyle style, float attn_factor)
+    : c_(c), style_(style), attn_factor_(attn_factor) {
+  yarn_ = c.scaling == RopeScaling::kYarn && c.factor > 1.0f;
+  if (yarn_) {
+    const int n = int(c.dims);
+    corr_lo_ = std::max(0.0f, std::floor(corr_dim(n, int(c.original_max_positions), c.beta_fast, c.theta)));
+    corr_hi_ = std::min(float(n - 1), std::ceil(corr_dim(n, int(c.original_max_positions), c.beta_slow, c.theta)));
+  }
+}
+
+void Rope::fill(int64_t pos, float* cos, float* sin) const {
+  const int64_t n = c_.dims;
+  const float freq_scale = c_.scaling == RopeScaling::kNone ? 1.0f : 1.0f / c_.factor;
+  const float theta_scale = std::pow(c_.theta, -2.0f / float(n));
+  float theta_extrap = float(pos);
+  for (int64_t i0 = 0; i0 < n; i0 += 2) {
+    float theta = freq_scale * theta_extrap;
+    float mscale = attn_factor_;
+    if (yarn_) {
+      const float y = (float(i0 / 2) - corr_lo_) / std::max(0.001f, corr_hi_ - corr_lo_);
+      const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, y));  // ext_factor = 1
+      theta = theta * (1.0f - ramp) + theta_extrap * ramp;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+    }
+    cos[i0 / 2] = std::cos(theta) * mscale;
+    sin[i0 / 2] = std::sin(theta) * mscale;
+    theta_extrap *= theta_scale;
+  }
+}
+
+void Rope::apply(float* x, int64_t n_heads, int64_t stride, int64_t pos) const {
+  const int64_t n = c_.dims, half = n / 2;
+  std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
+  fill(pos, cos.data(), sin.data());
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * stride;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = style_ == RopeStyle::kNeox ? i : 2 * i;
+      const int64_t b = style_ == RopeStyle::kNeox ? i + half : 2 * i + 1;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cos[i] - x1 * sin[i];
+      v[b] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
+}
+
+}  // namespace tandem::engine

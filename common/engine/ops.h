@@ -1,0 +1,52 @@
+// Elementwise and row operations of the forward pass, in plain f32 code.
+// They follow ggml's CPU definitions (the fixtures' reference is llama.cpp):
+// sums of squares and softmax denominators accumulate in double.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/model/config.h"
+
+namespace tandem::engine {
+
+// y = x / sqrt(mean(x^2) + eps) * w   (w may be empty: no weight)
+void rms_norm(const float* x, std::span<const float> w, float* y, int64_t n, float eps);
+
+void softmax(float* x, int64_t n);
+inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
+
+enum class RopeStyle {
+  kNeox,         // rotate pairs (i, i + n/2): Qwen, Mixtral in HF row order
+  kInterleaved,  // rotate pairs (2i, 2i + 1): DeepSeek's decoupled rope dims
+};
+
+// Rotary embedding with optional YaRN, precomputed per position on demand.
+// Mirrors ggml's rope_yarn(): theta = lerp(interp, extrap, ramp) and cos/sin
+// scaled by mscale * (1 + 0.1 ln(factor)) when YaRN is on.
+class Rope {
+ public:
+  // attn_factor scales cos/sin (DeepSeek passes 1 / (1 + 0.1 ln factor) to
+  // cancel YaRN's own magnitude scaling and moves it into the softmax scale).
+  Rope(const RopeConfig& c, RopeStyle style, float attn_factor = 1.0f);
+
+  // Rotates the first `dims` values of each of n_heads vectors of `stride`
+  // floats at x, for position pos.
+  void apply(float* x, int64_t n_heads, int64_t stride, int64_t pos) const;
+  RopeStyle style() const { return style_; }
+
+ private:
+  void fill(int64_t pos, float* cos, float* sin) const;
+  RopeConfig c_;
+  RopeStyle style_;
+  float attn_factor_;
+  float corr_lo_ = 0, corr_hi_ = 0;
+  bool yarn_ = false;
+};
+
+// YaRN's attention temperature: 0.1 * mscale * ln(factor) + 1 (1 if factor <= 1).
+float yarn_mscale(float factor, float mscale);
+
+}  // namespace tandem::engine

@@ -1,0 +1,393 @@
+#include "kernels/cpu/matmul.h"
+
+#include <cstddef>
+#include <cstring>
+#include <limits>
+
+#include "common/error.h"
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/quantize.h"
+
+namespace tandem::kernels {
+namespace {
+
+// Weights come from mapped files with no alignment to rely on, and the
+// workspace packs 34-byte Q8_0 blocks: every multi-byte field is read with
+// memcpy and blocks are walked through byte pointers.
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+float half_at(const uint8_t* p) {
+  return fp16_to_f32(load<uint16_t>(p));
+}
+
+// One dot product: a weight row against one converted activation row, both
+// `cols` values long. Returns what ggml would, up to the summation order
+// (double here, see matmul.h).
+using RowDot = float (*)(const uint8_t* w, const uint8_t* a, int64_t cols);
+
+// ---- plain float types ------------------------------------------------------
+
+// ggml_vec_dot_f32: f32 products, summed.
+float dot_f32(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += static_cast<double>(load<float>(w + 4 * i) * load<float>(a + 4 * i));
+  return static_cast<float>(sum);
+}
+
+// ggml_vec_dot_f16 / _bf16: both operands narrow floats, so the f32 product
+// is exact; summed in ggml_float (double).
+template <float (*Conv)(uint16_t)>
+float dot_half(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += static_cast<double>(Conv(load<uint16_t>(w + 2 * i)) * Conv(load<uint16_t>(a + 2 * i)));
+  return static_cast<float>(sum);
+}
+
+// ---- 32-value blocks against Q8_0 activations -------------------------------
+
+constexpr size_t kQ8_0Qs = offsetof(BlockQ8_0, qs);
+
+// ggml_vec_dot_q8_0_q8_0: sumi * (d_w * d_x).
+float dot_q8_0(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib, w += sizeof(BlockQ8_0), a += sizeof(BlockQ8_0)) {
+    const auto* qw = reinterpret_cast<const int8_t*>(w + kQ8_0Qs);
+    const auto* qa = reinterpret_cast<const int8_t*>(a + kQ8_0Qs);
+    int sumi = 0;
+    for (int j = 0; j < kQK8_0; ++j) sumi += qw[j] * qa[j];
+    sum += static_cast<float>(sumi) * (half_at(w) * half_at(a));
+  }
+  return static_cast<float>(sum);
+}
+
+// ggml_vec_dot_q4_0_q8_0: weights (nibble - 8); low nibbles are values 0-15,
+// high nibbles 16-31. Scaled as ggml: (sumi * d_w) * d_x.
+float dot_q4_0(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t ib = 0; ib < n / kQK4_0; ++ib, w += sizeof(BlockQ4_0), a += sizeof(BlockQ8_0)) {
+    const uint8_t* qw = w + offsetof(BlockQ4_0, qs);
+    const auto* qa = reinterpret_cast<const int8_t*>(a + kQ8_0Qs);
+    int sumi = 0;
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      sumi += ((qw[j] & 0xF) - 8) * qa[j];
+      sumi += ((qw[j] >> 4) - 8) * qa[j + kQK4_0 / 2];
+    }
+    sum += static_cast<float>(sumi) * half_at(w) * half_at(a);
+  }
+  return static_cast<float>(sum);
+}
+
+// ggml_vec_dot_q5_0_q8_0: weights ((nibble | 5th bit << 4) - 16), the 5th bit
+// of value j being bit j of the little-endian qh. Scaled (d_w * d_x) * sumi.
+float dot_q5_0(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t ib = 0; ib < n / kQK5_0; ++ib, w += sizeof(BlockQ5_0), a += sizeof(BlockQ8_0)) {
+    const uint32_t qh = load<uint32_t>(w + offsetof(BlockQ5_0, qh));
+    const uint8_t* qw = w + offsetof(BlockQ5_0, qs);
+    const auto* qa = reinterpret_cast<const int8_t*>(a + kQ8_0Qs);
+    int sumi = 0;
+    for (int j = 0; j < kQK5_0 / 2; ++j) {
+      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
+      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      sumi += (((qw[j] & 0xF) | h0) - 16) * qa[j];
+      sumi += (((qw[j] >> 4) | h1) - 16) * qa[j + kQK5_0 / 2];
+    }
+    sum += (half_at(w) * half_at(a)) * static_cast<float>(sumi);
+  }
+  return static_cast<float>(sum);
+}
+
+// ---- 256-value super-blocks against Q8_K activations ------------------------
+
+// Fields of a Q8_K activation block.
+struct Q8KView {
+  float d;
+  const int8_t* qs;
+  int16_t bsums[kQK_K / 16];
+  explicit Q8KView(const uint8_t* a)
+      : d(load<float>(a + offsetof(BlockQ8_K, d))),
+        qs(reinterpret_cast<const int8_t*>(a + offsetof(BlockQ8_K, qs))) {
+    std::memcpy(bsums, a + offsetof(BlockQ8_K, bsums), sizeof(bsums));
+  }
+};
+
+// The Q4_K/Q5_K super-block term, given the 256 unsigned quants q[] (0..15
+// or 0..31) of the weights: with sub-block j (32 values) decoding to
+// d*sc_j*q - dmin*m_j,
+//   d_w*d_x * sum_j sc_j * sum_l q*q_x  -  dmin_w*d_x * sum_j m_j * sum_l q_x
+// where the last inner sum is bsums[2j] + bsums[2j+1] (ggml's min term).
+double k4_block_term(const uint8_t* wb, const uint8_t q[kQK_K], const Q8KView& a) {
+  const uint8_t* scales = wb + offsetof(BlockQ4_K, scales);  // same offset in Q5_K
+  int32_t isum = 0, imin = 0;
+  for (int j = 0; j < kQK_K / 32; ++j) {
+    uint8_t sc, m;
+    k4_scale_min(j, scales, &sc, &m);
+    int32_t s = 0;
+    for (int l = 0; l < 32; ++l) s += q[32 * j + l] * a.qs[32 * j + l];
+    isum += sc * s;
+    imin += m * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+  }
+  const float d = half_at(wb + offsetof(BlockQ4_K, d)) * a.d;
+  const float dmin = half_at(wb + offsetof(BlockQ4_K, dmin)) * a.d;
+  return static_cast<double>(d * static_cast<float>(isum)) -
+         static_cast<double>(dmin * static_cast<float>(imin));
+}
+
+// ggml_vec_dot_q4_K_q8_K. Chunk c (64 values) of the weights: low nibbles of
+// qs[32c..32c+31] are sub-block 2c, high nibbles sub-block 2c+1.
+float dot_q4_k(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += sizeof(BlockQ4_K), a += sizeof(BlockQ8_K)) {
+    const uint8_t* qs = w + offsetof(BlockQ4_K, qs);
+    uint8_t q[kQK_K];
+    for (int c = 0; c < kQK_K / 64; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        q[64 * c + l] = qs[32 * c + l] & 0xF;
+        q[64 * c + 32 + l] = qs[32 * c + l] >> 4;
+      }
+    }
+    sum += k4_block_term(w, q, Q8KView(a));
+  }
+  return static_cast<float>(sum);
+}
+
+// ggml_vec_dot_q5_K_q8_K: as Q4_K, plus 16 for value l of sub-block 2c (2c+1)
+// when bit 2c (2c+1) of qh[l] is set.
+float dot_q5_k(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += sizeof(BlockQ5_K), a += sizeof(BlockQ8_K)) {
+    const uint8_t* qs = w + offsetof(BlockQ5_K, qs);
+    const uint8_t* qh = w + offsetof(BlockQ5_K, qh);
+    uint8_t q[kQK_K];
+    for (int c = 0; c < kQK_K / 64; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        q[64 * c + l] =
+            static_cast<uint8_t>((qs[32 * c + l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4));
+        q[64 * c + 32 + l] =
+            static_cast<uint8_t>((qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4));
+      }
+    }
+    sum += k4_block_term(w, q, Q8KView(a));
+  }
+  return static_cast<float>(sum);
+}
+
+// ggml_vec_dot_q6_K_q8_K: value l + 32k (k = 0..3) of half h takes its low
+// nibble from ql[64h + l] (k = 0: low, 2: high) or ql[64h + 32 + l] (k = 1:
+// low, 3: high) and bits 2k..2k+1 of qh[32h + l] as bits 4-5; minus 32.
+// Sub-block j (16 values) is scaled by the int8 scales[j].
+float dot_q6_k(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += sizeof(BlockQ6_K), a += sizeof(BlockQ8_K)) {
+    const uint8_t* ql = w + offsetof(BlockQ6_K, ql);
+    const uint8_t* qh = w + offsetof(BlockQ6_K, qh);
+    const auto* scales = reinterpret_cast<const int8_t*>(w + offsetof(BlockQ6_K, scales));
+    int8_t q[kQK_K];
+    for (int h = 0; h < 2; ++h) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo = ql[64 * h + l], hi = ql[64 * h + 32 + l], b = qh[32 * h + l];
+        int8_t* o = q + 128 * h + l;
+        o[0] = static_cast<int8_t>(((lo & 0xF) | (((b >> 0) & 3) << 4)) - 32);
+        o[32] = static_cast<int8_t>(((hi & 0xF) | (((b >> 2) & 3) << 4)) - 32);
+        o[64] = static_cast<int8_t>(((lo >> 4) | (((b >> 4) & 3) << 4)) - 32);
+        o[96] = static_cast<int8_t>(((hi >> 4) | (((b >> 6) & 3) << 4)) - 32);
+      }
+    }
+    const Q8KView av(a);
+    int32_t isum = 0;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      int32_t s = 0;
+      for (int l = 0; l < 16; ++l) s += q[16 * j + l] * av.qs[16 * j + l];
+      isum += scales[j] * s;
+    }
+    const float d = half_at(w + offsetof(BlockQ6_K, d)) * av.d;
+    sum += static_cast<double>(d * static_cast<float>(isum));
+  }
+  return static_cast<float>(sum);
+}
+
+// Q8_K weights (not a GGUF weight type in practice): d_w*d_x * sum q_w*q_x.
+float dot_q8_k(const uint8_t* w, const uint8_t* a, int64_t n) {
+  double sum = 0.0;
+  for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += sizeof(BlockQ8_K), a += sizeof(BlockQ8_K)) {
+    const auto* qw = reinterpret_cast<const int8_t*>(w + offsetof(BlockQ8_K, qs));
+    const auto* qa = reinterpret_cast<const int8_t*>(a + offsetof(BlockQ8_K, qs));
+    int32_t isum = 0;
+    for (int j = 0; j < kQK_K; ++j) isum += qw[j] * qa[j];
+    const float d = load<float>(w) * load<float>(a);
+    sum += static_cast<double>(d * static_cast<float>(isum));
+  }
+  return static_cast<float>(sum);
+}
+
+// ---- dispatch and validation --------------------------------------------------
+
+struct Kernel {
+  DType act;
+  RowDot dot;
+};
+
+Kernel kernel_for(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return {DType::kF32, dot_f32};
+    case DType::kF16:
+      return {DType::kF16, dot_half<fp16_to_f32>};
+    case DType::kBF16:
+      return {DType::kBF16, dot_half<bf16_to_f32>};
+    case DType::kQ8_0:
+      return {DType::kQ8_0, dot_q8_0};
+    case DType::kQ4_0:
+      return {DType::kQ8_0, dot_q4_0};
+    case DType::kQ5_0:
+      return {DType::kQ8_0, dot_q5_0};
+    case DType::kQ4_K:
+      return {DType::kQ8_K, dot_q4_k};
+    case DType::kQ5_K:
+      return {DType::kQ8_K, dot_q5_k};
+    case DType::kQ6_K:
+      return {DType::kQ8_K, dot_q6_k};
+    case DType::kQ8_K:
+      return {DType::kQ8_K, dot_q8_k};
+    case DType::kF8E4M3:
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kI32:
+      break;
+  }
+  if (static_cast<int>(t) >= kDTypeCount)
+    fail_invalid("matmul: unknown weight dtype {}", static_cast<int>(t));
+  fail(ErrorKind::kUnsupported, "matmul: no kernel for {} weights", name(t));
+}
+
+// Bytes of one converted activation row; 0 for F32 (read in place).
+// Checks cols against the weight type's block size.
+size_t act_row_bytes(DType wtype, const Kernel& k, int64_t cols) {
+  if (cols < 0) fail_invalid("matmul {}: negative column count {}", name(wtype), cols);
+  const uint32_t block = info(wtype).block_elems;
+  if (static_cast<uint64_t>(cols) % block != 0)
+    fail_invalid("matmul {}: {} columns is not a whole number of {}-value blocks", name(wtype),
+                 cols, block);
+  if (k.act == DType::kF32) return 0;
+  const auto bytes = bytes_for(k.act, static_cast<uint64_t>(cols));
+  if (!bytes || *bytes > std::numeric_limits<size_t>::max())
+    fail_invalid("matmul {}: activation row of {} values overflows", name(wtype), cols);
+  return static_cast<size_t>(*bytes);
+}
+
+size_t workspace_for(DType wtype, const Kernel& k, int64_t cols, int64_t n_tokens) {
+  const size_t row = act_row_bytes(wtype, k, cols);
+  if (n_tokens < 0) fail_invalid("matmul {}: negative token count {}", name(wtype), n_tokens);
+  if (row != 0 && static_cast<uint64_t>(n_tokens) > std::numeric_limits<size_t>::max() / row)
+    fail_invalid("matmul {}: workspace for {} tokens of {} values overflows", name(wtype), n_tokens,
+                 cols);
+  return row * static_cast<size_t>(n_tokens);
+}
+
+struct Plan {
+  Kernel k;
+  size_t act_row;  // bytes per converted activation row (0: F32, read x)
+  int64_t row_begin, row_end;
+};
+
+// Checks the sizes and the workspace; need_x: also x (step 1, and step 2
+// of F32 weights, which reads x in place); with_output: also what step 2
+// needs (w, y, the row range).
+Plan validate(const MatmulParams& p, bool need_x, bool with_output) {
+  Plan plan{kernel_for(p.wtype), 0, 0, 0};
+  const std::string_view tn = name(p.wtype);
+  const size_t ws_need = workspace_for(p.wtype, plan.k, p.cols, p.n_tokens);
+  plan.act_row = act_row_bytes(p.wtype, plan.k, p.cols);
+  if (p.rows < 0) fail_invalid("matmul {}: negative row count {}", tn, p.rows);
+  if (need_x || plan.k.act == DType::kF32) {
+    if (p.n_tokens > 0 && p.cols > 0 && p.x == nullptr)
+      fail(ErrorKind::kInternal, "matmul {}: null activations", tn);
+    if (p.n_tokens > 1 && p.x_row_stride < static_cast<size_t>(p.cols))
+      fail(ErrorKind::kInternal, "matmul {}: activation row stride {} < {} columns", tn,
+           p.x_row_stride, p.cols);
+  }
+  if (p.workspace_bytes < ws_need || (ws_need != 0 && p.workspace == nullptr))
+    fail(ErrorKind::kInternal, "matmul {}: workspace of {} bytes, {} needed ({} tokens x {} cols)",
+         tn, p.workspace == nullptr ? 0 : p.workspace_bytes, ws_need, p.n_tokens, p.cols);
+  if (!with_output) return plan;
+
+  plan.row_begin = p.row_begin;
+  plan.row_end = p.row_end == -1 ? p.rows : p.row_end;
+  if (plan.row_begin < 0 || plan.row_begin > plan.row_end || plan.row_end > p.rows)
+    fail(ErrorKind::kInternal, "matmul {}: row range [{}, {}) outside [0, {})", tn, p.row_begin,
+         p.row_end, p.rows);
+  const int64_t n_rows = plan.row_end - plan.row_begin;
+  if (n_rows == 0 || p.n_tokens == 0) return plan;
+  if (p.y == nullptr) fail(ErrorKind::kInternal, "matmul {}: null output", tn);
+  if (p.n_tokens > 1 && p.y_row_stride < static_cast<size_t>(p.rows))
+    fail(ErrorKind::kInternal, "matmul {}: output row stride {} < {} rows", tn, p.y_row_stride,
+         p.rows);
+  if (p.cols > 0) {
+    if (p.w == nullptr) fail(ErrorKind::kInternal, "matmul {}: null weights", tn);
+    const auto w_row = bytes_for(p.wtype, static_cast<uint64_t>(p.cols));
+    if (!w_row) fail_invalid("matmul {}: weight row of {} values overflows", tn, p.cols);
+    if (p.rows > 1 && p.w_row_stride < *w_row)
+      fail(ErrorKind::kInternal, "matmul {}: weight row stride {} < {} bytes per row", tn,
+           p.w_row_stride, *w_row);
+  }
+  return plan;
+}
+
+void convert(const MatmulParams& p, const Plan& plan) {
+  if (plan.act_row == 0) return;  // F32 weights, or nothing to convert
+  auto* ws = static_cast<uint8_t*>(p.workspace);
+  for (int64_t t = 0; t < p.n_tokens; ++t)
+    quantize_generic(plan.k.act, p.x + static_cast<size_t>(t) * p.x_row_stride,
+                     ws + static_cast<size_t>(t) * plan.act_row, static_cast<size_t>(p.cols));
+}
+
+void rows(const MatmulParams& p, const Plan& plan) {
+  const auto* w = static_cast<const uint8_t*>(p.w);
+  const bool in_place = plan.k.act == DType::kF32;
+  const auto* a_base =
+      in_place ? reinterpret_cast<const uint8_t*>(p.x) : static_cast<const uint8_t*>(p.workspace);
+  const size_t a_stride = in_place ? p.x_row_stride * sizeof(float) : plan.act_row;
+  for (int64_t r = plan.row_begin; r < plan.row_end; ++r) {
+    const uint8_t* wr = w == nullptr ? nullptr : w + static_cast<size_t>(r) * p.w_row_stride;
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+      const float v =
+          p.cols == 0 ? 0.0f : plan.k.dot(wr, a_base + static_cast<size_t>(t) * a_stride, p.cols);
+      float& out = p.y[static_cast<size_t>(t) * p.y_row_stride + static_cast<size_t>(r)];
+      out = p.accumulate ? out + v : v;
+    }
+  }
+}
+
+}  // namespace
+
+DType activation_type(DType weight_type) {
+  return kernel_for(weight_type).act;
+}
+
+size_t matmul_workspace_bytes(DType weight_type, int64_t cols, int64_t n_tokens) {
+  return workspace_for(weight_type, kernel_for(weight_type), cols, n_tokens);
+}
+
+void convert_activations(const MatmulParams& p) {
+  convert(p, validate(p, true, false));
+}
+
+void matmul_rows_generic(const MatmulParams& p) {
+  rows(p, validate(p, false, true));
+}
+
+void matmul_generic(const MatmulParams& p) {
+  const Plan plan = validate(p, true, true);
+  convert(p, plan);
+  rows(p, plan);
+}
+
+}  // namespace tandem::kernels

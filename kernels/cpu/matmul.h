@@ -1,0 +1,98 @@
+// Reference (plain scalar) weight matrix multiplies: y = W x for every weight
+// type the engine keeps, computing what llama.cpp's CPU backend (ggml-cpu)
+// computes, so that our logits can be checked against llama.cpp's.
+//
+// ggml's mul_mat first converts the f32 activations to the weight type's
+// "vec_dot_type" and then takes one dot product per (weight row, token):
+//
+//   weight          activations     per-row dot (as ggml's *_generic)
+//   F32             f32             f32 products
+//   F16             fp16 (RNE)      fp16 x fp16 products (exact in f32)
+//   BF16            bf16 (RNE)      bf16 x bf16 products (exact in f32)
+//   Q8_0/Q4_0/Q5_0  Q8_0 per 32     per block: int sum(q_w*q_x) * d_w * d_x
+//   Q4_K/Q5_K       Q8_K per 256    per super-block: d_w*d_x*sum_j sc_j*isum_j
+//                                     - dmin_w*d_x*sum_j m_j*bsums_j
+//   Q6_K            Q8_K per 256    d_w*d_x * sum_j scale_j*isum_j (16-blocks)
+//   Q8_K            Q8_K per 256    d_w*d_x * int sum(q_w*q_x)
+//
+// The integer parts and the per-block float products (including the order
+// of the f32 multiplications) are ggml's. Only the sum over the blocks or
+// elements of a row differs: ggml's generic code sums in f32 (f16/bf16/f32:
+// in double), its SIMD code in several f32 lanes; here every row sum is
+// accumulated in double, i.e. closest to the exact value of ggml's per-block
+// terms. Results therefore differ from llama.cpp only by f32 summation
+// rounding (and, for Q8_0 activations, by ggml's x86 quantiser rounding
+// half-to-even where its reference rounds half away from zero: an
+// occasional 1-unit difference in a quant).
+//
+// The activation conversion uses quantize_generic() (Q8_0/Q8_K are byte for
+// byte ggml's quantize_row_q8_0_ref / quantize_row_q8_K_ref), so activations
+// fed to a quantised-weight matmul must be finite.
+//
+// Usage (several threads): size and provide a workspace with
+// matmul_workspace_bytes(), call convert_activations() once, then
+// matmul_rows_generic() from each thread with its own [row_begin, row_end);
+// they only read the workspace. Nothing here allocates. Weight and
+// workspace pointers may have any alignment (GGUF data is read through
+// byte pointers, as in dequant.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace tandem::kernels {
+
+// The activation format a weight type multiplies with (ggml's vec_dot_type):
+// F32->F32, F16->F16, BF16->BF16, Q8_0/Q4_0/Q5_0->Q8_0,
+// Q4_K/Q5_K/Q6_K/Q8_K->Q8_K. Throws tandem::Error(kUnsupported) for types
+// without a matmul (F8_E4M3, which the engine converts at load, and the
+// integer types), kInvalidInput for an out-of-range enum value.
+DType activation_type(DType weight_type);
+
+// Bytes of workspace to convert n_tokens activation rows of `cols` values
+// (rows are packed: n_tokens * bytes_for(activation_type, cols)). 0 for F32
+// weights, whose activations are read in place. Throws kInvalidInput if
+// cols is not a whole number of blocks of the weight type or the size
+// overflows, and as activation_type() for the type.
+size_t matmul_workspace_bytes(DType weight_type, int64_t cols, int64_t n_tokens);
+
+struct MatmulParams {
+  DType wtype = DType::kF32;
+  const void* w = nullptr;  // rows x cols weights of type wtype
+  int64_t rows = 0, cols = 0;
+  size_t w_row_stride = 0;   // bytes between weight rows (>= bytes_for(wtype, cols))
+  const float* x = nullptr;  // n_tokens x cols activations
+  int64_t n_tokens = 0;
+  size_t x_row_stride = 0;  // floats between activation rows (>= cols)
+  float* y = nullptr;       // output: y[t * y_row_stride + r]
+  size_t y_row_stride = 0;  // floats between output rows (>= rows)
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  int64_t row_begin = 0, row_end = -1;  // weight rows to compute; -1 = rows
+  bool accumulate = false;              // y += instead of y =
+};
+
+// Errors, all thrown before anything is read or written:
+//  - kUnsupported: wtype has no matmul (see activation_type);
+//  - kInvalidInput: cols not a whole number of blocks of wtype (something a
+//    model file can cause), or a negative size;
+//  - kInternal (caller bugs): strides smaller than a packed row (checked
+//    only where there is more than one row), a too-small workspace, a
+//    row range outside [0, rows], a null pointer that would be used.
+
+// Step 1, once per activation matrix: converts the n_tokens rows of x into
+// the workspace. A no-op for F32 weights. Ignores y, row_begin, row_end and
+// accumulate.
+void convert_activations(const MatmulParams& p);
+
+// Step 2: y[t][r] = dot(W[r], x[t]) (or += with accumulate) for r in
+// [row_begin, row_end) and every t, reading the activations converted by
+// convert_activations() (F32: x itself). Writes no other element of y.
+void matmul_rows_generic(const MatmulParams& p);
+
+// Both steps, over [row_begin, row_end) (the whole matrix by default).
+void matmul_generic(const MatmulParams& p);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,38 @@
+// `tandem logits` and `tandem run`: the single-process engine on a model.
+// (The runtime issue adds a multi-process mode to the same commands.)
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "common/engine/sampler.h"
+
+namespace tandem {
+
+struct LogitsOptions {
+  std::string model;
+  std::vector<uint32_t> tokens;
+  int greedy = 0;  // greedy steps after the prompt
+};
+
+// Prints {"logits": [[...] per prompt position], "greedy": [...],
+// "greedy_logits": [[...] per step]} as JSON.
+void run_logits(const LogitsOptions& o, std::ostream& out);
+
+struct RunOptions {
+  std::string model;
+  std::vector<uint32_t> tokens;  // the prompt as token ids
+  int max_tokens = 32;
+  engine::SamplingParams sampling;
+};
+
+// Generates and prints the new token ids (and their text where the model's
+// vocabulary can decode it). Stops at an end-of-sequence token.
+void run_generate(const RunOptions& o, std::ostream& out);
+
+// "1 2 3" or "1,2,3" -> ids; throws Error on anything else.
+std::vector<uint32_t> parse_token_ids(const std::string& s);
+
+}  // namespace tandem
