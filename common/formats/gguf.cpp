@@ -199,6 +199,9 @@ void GgufFile::parse_all(const GgufLimits& limits) {
     if (t.ne[0] % info(t.dtype).block_elems != 0)
       fail_invalid("{}: tensor '{}' row length {} is not a multiple of the {} block size {}",
                    label_, t.name, t.ne[0], name(t.dtype), info(t.dtype).block_elems);
+    if (!bytes_for(t.dtype, t.n_elems))
+      fail_invalid("{}: tensor '{}' byte size overflows ({} elements of {})", label_, t.name,
+                   t.n_elems, name(t.dtype));
     t.offset = r.read<uint64_t>(t.name + " (offset)");
     if (t.offset % alignment_ != 0)
       fail_invalid("{}: tensor '{}' offset {} is not aligned to {}", label_, t.name, t.offset,

@@ -57,13 +57,19 @@ void SafetensorsFile::parse_all(const SafetensorsLimits& limits) {
   // every top-level key so a repeated tensor name is reported instead.
   std::string duplicate;
   std::set<std::string> seen;
+  // A real header nests 3 deep. Deeper values are dropped while parsing and
+  // reported: messages dump() JSON values, which recurses once per level.
+  constexpr int kMaxDepth = 64;
+  bool too_deep = false;
   auto on_event = [&](int depth, json::parse_event_t ev, json& parsed) {
     if (ev == json::parse_event_t::key && depth == 1 && !seen.insert(parsed.get<std::string>()).second)
       duplicate = parsed.get<std::string>();
-    return true;
+    if (depth > kMaxDepth) too_deep = true;
+    return depth <= kMaxDepth;
   };
   json header = json::parse(text, text + n, on_event, /*allow_exceptions=*/false);
   if (!duplicate.empty()) fail_invalid("{}: tensor name '{}' appears twice in the header", label_, duplicate);
+  if (too_deep) fail_invalid("{}: header nests JSON deeper than {} levels", label_, kMaxDepth);
   if (header.is_discarded())
     fail_invalid("{}: header is not valid JSON ({} bytes at offset 8)", label_, n);
   if (!header.is_object()) fail_invalid("{}: header must be a JSON object", label_);

@@ -383,6 +383,10 @@ void validate(const ModelConfig& m, const std::string& src) {
   require(m.vocab_size > 0, "vocab size is 0");
   require(m.hidden > 0, "hidden size is 0");
   require(m.n_layers > 0, "no layers");
+  // Tables are sized from the layer count; refuse absurd counts before that.
+  constexpr uint32_t kMaxLayers = 4096;
+  require(m.n_layers <= kMaxLayers,
+          fmt::format("{} layers is more than the limit of {}", m.n_layers, kMaxLayers));
   require(m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads == 0, fmt::format("{} attention heads are not a multiple of {} kv heads", m.n_heads, m.n_kv_heads));
   require(m.head_dim > 0, "head dim is 0");
   require(m.rope.dims <= m.head_dim && m.rope.dims % 2 == 0, fmt::format("rope dims {} vs head dim {}",

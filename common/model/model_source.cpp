@@ -29,8 +29,17 @@ std::unique_ptr<ModelSource> ModelSource::open(const std::string& path) {
       throw Error(ErrorKind::kNotFound,
                   fmt::format("{}: not a model directory (no config.json; for GGUF pass the .gguf file)", path));
     std::ifstream in(cfg);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    // Values nested deeper than any config are dropped and reported: error
+    // messages dump() values, which recurses once per level.
+    constexpr int kMaxDepth = 64;
+    bool too_deep = false;
+    auto limit_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      too_deep |= depth > kMaxDepth;
+      return depth <= kMaxDepth;
+    };
+    nlohmann::json j = nlohmann::json::parse(in, limit_depth, /*allow_exceptions=*/false);
     if (j.is_discarded()) fail_invalid("{}: not valid JSON", cfg.string());
+    if (too_deep) fail_invalid("{}: JSON nests deeper than {} levels", cfg.string(), kMaxDepth);
     s->config_ = config_from_hf_json(j, cfg.string());
     s->st_ = std::make_unique<SafetensorsModel>(SafetensorsModel::open_dir(p.string()));
     s->map_ = TensorMap::from_hf(s->config_, *s->st_);

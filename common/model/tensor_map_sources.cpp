@@ -43,6 +43,10 @@ TensorMap TensorMap::from_gguf(const ModelConfig& c, const GgufFile& f) {
       if (t->shape != spec.shape)
         fail_invalid("{}: tensor '{}' has shape [{}], expected [{}]", f.path(), t->name,
                      fmt::join(t->shape, ", "), fmt::join(spec.shape, ", "));
+      if (c.head_dim % 2 != 0)  // the permutation swaps halves of each head's rows
+        fail_invalid("{}: tensor '{}': head dim {} is odd, so its rotary row permutation "
+                     "cannot be undone",
+                     f.path(), t->name, c.head_dim);
       b.add(spec, {TensorPiece{m, 0, 0, TensorMapBuilder::unpermute_rows(m->rows, heads), false}});
       continue;
     }
