@@ -9,56 +9,12 @@
 #include "common/formats/gguf.h"
 #include "common/model/model_source.h"
 #include "kernels/cpu/dequant.h"
+#include "tests/expect_config.h"
 #include "tests/fixture_support.h"
 
 namespace tandem {
 namespace {
 
-void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
-  EXPECT_EQ(a.arch, b.arch);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.hidden, b.hidden);
-  EXPECT_EQ(a.n_layers, b.n_layers);
-  EXPECT_EQ(a.n_heads, b.n_heads);
-  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.v_head_dim, b.v_head_dim);
-  EXPECT_EQ(a.dense_ffn, b.dense_ffn);
-  EXPECT_EQ(a.max_positions, b.max_positions);
-  EXPECT_FLOAT_EQ(a.rms_eps, b.rms_eps);
-  EXPECT_EQ(a.tie_embeddings, b.tie_embeddings);
-  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
-  EXPECT_EQ(a.qk_norm, b.qk_norm);
-  EXPECT_FLOAT_EQ(a.rope.theta, b.rope.theta);
-  EXPECT_EQ(a.rope.dims, b.rope.dims);
-  EXPECT_EQ(a.rope.scaling, b.rope.scaling);
-  EXPECT_FLOAT_EQ(a.rope.factor, b.rope.factor);
-  EXPECT_EQ(a.rope.original_max_positions, b.rope.original_max_positions);
-  EXPECT_FLOAT_EQ(a.rope.mscale_all_dim, b.rope.mscale_all_dim);
-  EXPECT_EQ(a.mla.has_value(), b.mla.has_value());
-  if (a.mla && b.mla) {
-    EXPECT_EQ(a.mla->q_lora_rank, b.mla->q_lora_rank);
-    EXPECT_EQ(a.mla->kv_lora_rank, b.mla->kv_lora_rank);
-    EXPECT_EQ(a.mla->qk_nope_head_dim, b.mla->qk_nope_head_dim);
-    EXPECT_EQ(a.mla->qk_rope_head_dim, b.mla->qk_rope_head_dim);
-    EXPECT_EQ(a.mla->v_head_dim, b.mla->v_head_dim);
-  }
-  const MoeConfig &x = a.moe, &y = b.moe;
-  EXPECT_EQ(x.n_experts, y.n_experts);
-  EXPECT_EQ(x.n_experts_used, y.n_experts_used);
-  EXPECT_EQ(x.expert_ffn, y.expert_ffn);
-  EXPECT_EQ(x.n_shared_experts, y.n_shared_experts);
-  EXPECT_EQ(x.shared_ffn, y.shared_ffn);
-  EXPECT_EQ(x.shared_gate, y.shared_gate);
-  EXPECT_EQ(x.scoring, y.scoring);
-  EXPECT_EQ(x.norm_topk_prob, y.norm_topk_prob);
-  EXPECT_FLOAT_EQ(x.routed_scaling_factor, y.routed_scaling_factor);
-  EXPECT_EQ(x.score_correction_bias, y.score_correction_bias);
-  EXPECT_EQ(x.n_group, y.n_group);
-  EXPECT_EQ(x.topk_group, y.topk_group);
-  EXPECT_EQ(x.first_k_dense, y.first_k_dense);
-  EXPECT_EQ(a.eos_tokens, b.eos_tokens);
-}
 
 // Relative RMS error bounds of llama.cpp's quantisations of these weights
 // (measured by tools/fixture_checksums.py --check: q8_0 0.0055, q6_k 0.018,
@@ -75,7 +31,7 @@ double rms_bound(DType t) {
 }
 
 void compare_twins(const ModelSource& hf, const ModelSource& gguf) {
-  expect_same_config(hf.config(), gguf.config());
+  testing::expect_same_config(hf.config(), gguf.config());
   ASSERT_EQ(hf.tensors().tensors().size(), gguf.tensors().tensors().size());
   EXPECT_TRUE(hf.tensors().unused().empty());
   EXPECT_TRUE(gguf.tensors().unused().empty());
@@ -126,7 +82,7 @@ TEST(FixtureTwins, Fp8CheckpointMatchesItsBf16SourceWithinE4m3Rounding) {
   auto bf16 = ModelSource::open((testing::fixtures_dir() / "deepseek3" / "hf").string());
   ASSERT_TRUE(fp8->config().fp8_block.has_value());
   EXPECT_EQ(fp8->config().fp8_block->first, 128u);
-  expect_same_config(fp8->config(), bf16->config());
+  testing::expect_same_config(fp8->config(), bf16->config());
   EXPECT_TRUE(fp8->tensors().unused().empty());  // every weight_scale_inv was used
   int fp8_tensors = 0;
   for (const MappedTensor& f : fp8->tensors().tensors()) {

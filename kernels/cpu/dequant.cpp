@@ -10,15 +10,6 @@
 namespace tandem::kernels {
 namespace {
 
-// Blocks are copied out with memcpy: tensor data in a mapped file has no
-// alignment guarantee we could rely on for a struct pointer cast, and a
-// block is at most 292 bytes of stack.
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
 
 void block_q4_0(const BlockQ4_0& b, float* y) {
   const float d = fp16_to_f32(b.d);
@@ -35,7 +26,7 @@ void block_q8_0(const BlockQ8_0& b, float* y) {
 
 void block_q5_0(const BlockQ5_0& b, float* y) {
   const float d = fp16_to_f32(b.d);
-  const uint32_t qh = load<uint32_t>(b.qh);  // little-endian on every host we build for
+  const uint32_t qh = load_unaligned<uint32_t>(b.qh);  // little-endian on every host we build for
   for (int j = 0; j < kQK5_0 / 2; ++j) {
     // Bit j of qh is the 5th bit of element j, bit j+16 that of element j+16.
     const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
@@ -115,13 +106,13 @@ void block_q8_k(const BlockQ8_K& b, float* y) {
 template <typename Block, int kElems, typename Fn>
 void each_block(const uint8_t* src, float* dst, size_t n_blocks, Fn fn) {
   for (size_t i = 0; i < n_blocks; ++i)
-    fn(load<Block>(src + i * sizeof(Block)), dst + i * kElems);
+    fn(load_unaligned<Block>(src + i * sizeof(Block)), dst + i * kElems);
 }
 
 // Converts n plain values of storage type S with conv(S) -> float.
 template <typename S, typename Conv>
 void each_value(const uint8_t* src, float* dst, size_t n, Conv conv) {
-  for (size_t i = 0; i < n; ++i) dst[i] = conv(load<S>(src + i * sizeof(S)));
+  for (size_t i = 0; i < n; ++i) dst[i] = conv(load_unaligned<S>(src + i * sizeof(S)));
 }
 
 }  // namespace

@@ -12,18 +12,9 @@
 namespace tandem::kernels {
 namespace {
 
-// Weights come from mapped files with no alignment to rely on, and the
-// workspace packs 34-byte Q8_0 blocks: every multi-byte field is read with
-// memcpy and blocks are walked through byte pointers.
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
 
 float half_at(const uint8_t* p) {
-  return fp16_to_f32(load<uint16_t>(p));
+  return fp16_to_f32(load_unaligned<uint16_t>(p));
 }
 
 // One dot product: a weight row against one converted activation row, both
@@ -37,7 +28,7 @@ using RowDot = float (*)(const uint8_t* w, const uint8_t* a, int64_t cols);
 float dot_f32(const uint8_t* w, const uint8_t* a, int64_t n) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i)
-    sum += static_cast<double>(load<float>(w + 4 * i) * load<float>(a + 4 * i));
+    sum += static_cast<double>(load_unaligned<float>(w + 4 * i) * load_unaligned<float>(a + 4 * i));
   return static_cast<float>(sum);
 }
 
@@ -47,7 +38,7 @@ template <float (*Conv)(uint16_t)>
 float dot_half(const uint8_t* w, const uint8_t* a, int64_t n) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i)
-    sum += static_cast<double>(Conv(load<uint16_t>(w + 2 * i)) * Conv(load<uint16_t>(a + 2 * i)));
+    sum += static_cast<double>(Conv(load_unaligned<uint16_t>(w + 2 * i)) * Conv(load_unaligned<uint16_t>(a + 2 * i)));
   return static_cast<float>(sum);
 }
 
@@ -90,7 +81,7 @@ float dot_q4_0(const uint8_t* w, const uint8_t* a, int64_t n) {
 float dot_q5_0(const uint8_t* w, const uint8_t* a, int64_t n) {
   double sum = 0.0;
   for (int64_t ib = 0; ib < n / kQK5_0; ++ib, w += sizeof(BlockQ5_0), a += sizeof(BlockQ8_0)) {
-    const uint32_t qh = load<uint32_t>(w + offsetof(BlockQ5_0, qh));
+    const uint32_t qh = load_unaligned<uint32_t>(w + offsetof(BlockQ5_0, qh));
     const uint8_t* qw = w + offsetof(BlockQ5_0, qs);
     const auto* qa = reinterpret_cast<const int8_t*>(a + kQ8_0Qs);
     int sumi = 0;
@@ -113,7 +104,7 @@ struct Q8KView {
   const int8_t* qs;
   int16_t bsums[kQK_K / 16];
   explicit Q8KView(const uint8_t* a)
-      : d(load<float>(a + offsetof(BlockQ8_K, d))),
+      : d(load_unaligned<float>(a + offsetof(BlockQ8_K, d))),
         qs(reinterpret_cast<const int8_t*>(a + offsetof(BlockQ8_K, qs))) {
     std::memcpy(bsums, a + offsetof(BlockQ8_K, bsums), sizeof(bsums));
   }
@@ -222,7 +213,7 @@ float dot_q8_k(const uint8_t* w, const uint8_t* a, int64_t n) {
     const auto* qa = reinterpret_cast<const int8_t*>(a + offsetof(BlockQ8_K, qs));
     int32_t isum = 0;
     for (int j = 0; j < kQK_K; ++j) isum += qw[j] * qa[j];
-    const float d = load<float>(w) * load<float>(a);
+    const float d = load_unaligned<float>(w) * load_unaligned<float>(a);
     sum += static_cast<double>(d * static_cast<float>(isum));
   }
   return static_cast<float>(sum);

@@ -10,8 +10,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace tandem::kernels {
+
+// Reads a T from bytes with no alignment guarantee: tensor data in a mapped
+// file, and packed blocks (34-byte Q8_0) in workspaces, cannot be cast to
+// struct pointers, so fields and whole blocks are copied out with memcpy.
+template <typename T>
+T load_unaligned(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
 
 inline constexpr int kQK4_0 = 32;
 inline constexpr int kQK5_0 = 32;

@@ -9,6 +9,8 @@
 #include <iterator>
 
 #include <gtest/gtest.h>
+
+#include "tests/expect_config.h"
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -64,57 +66,6 @@ std::string read_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
-  EXPECT_EQ(a.arch, b.arch);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.hidden, b.hidden);
-  EXPECT_EQ(a.n_layers, b.n_layers);
-  EXPECT_EQ(a.n_heads, b.n_heads);
-  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.v_head_dim, b.v_head_dim);
-  EXPECT_EQ(a.dense_ffn, b.dense_ffn);
-  EXPECT_EQ(a.max_positions, b.max_positions);
-  EXPECT_EQ(a.rms_eps, b.rms_eps);
-  EXPECT_EQ(a.tie_embeddings, b.tie_embeddings);
-  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
-  EXPECT_EQ(a.qk_norm, b.qk_norm);
-  EXPECT_EQ(a.rope.theta, b.rope.theta);
-  EXPECT_EQ(a.rope.dims, b.rope.dims);
-  EXPECT_EQ(a.rope.scaling, b.rope.scaling);
-  EXPECT_EQ(a.rope.factor, b.rope.factor);
-  EXPECT_EQ(a.rope.original_max_positions, b.rope.original_max_positions);
-  EXPECT_EQ(a.rope.beta_fast, b.rope.beta_fast);
-  EXPECT_EQ(a.rope.beta_slow, b.rope.beta_slow);
-  EXPECT_EQ(a.rope.mscale, b.rope.mscale);
-  EXPECT_EQ(a.rope.mscale_all_dim, b.rope.mscale_all_dim);
-  ASSERT_EQ(a.mla.has_value(), b.mla.has_value());
-  if (a.mla) {
-    EXPECT_EQ(a.mla->q_lora_rank, b.mla->q_lora_rank);
-    EXPECT_EQ(a.mla->kv_lora_rank, b.mla->kv_lora_rank);
-    EXPECT_EQ(a.mla->qk_nope_head_dim, b.mla->qk_nope_head_dim);
-    EXPECT_EQ(a.mla->qk_rope_head_dim, b.mla->qk_rope_head_dim);
-    EXPECT_EQ(a.mla->v_head_dim, b.mla->v_head_dim);
-  }
-  const MoeConfig &x = a.moe, &y = b.moe;
-  EXPECT_EQ(x.n_experts, y.n_experts);
-  EXPECT_EQ(x.n_experts_used, y.n_experts_used);
-  EXPECT_EQ(x.expert_ffn, y.expert_ffn);
-  EXPECT_EQ(x.n_shared_experts, y.n_shared_experts);
-  EXPECT_EQ(x.shared_ffn, y.shared_ffn);
-  EXPECT_EQ(x.shared_gate, y.shared_gate);
-  EXPECT_EQ(x.scoring, y.scoring);
-  EXPECT_EQ(x.norm_topk_prob, y.norm_topk_prob);
-  EXPECT_EQ(x.routed_scaling_factor, y.routed_scaling_factor);
-  EXPECT_EQ(x.score_correction_bias, y.score_correction_bias);
-  EXPECT_EQ(x.n_group, y.n_group);
-  EXPECT_EQ(x.topk_group, y.topk_group);
-  EXPECT_EQ(x.first_k_dense, y.first_k_dense);
-  EXPECT_EQ(x.layer_freq, y.layer_freq);
-  EXPECT_EQ(x.dense_layers, y.dense_layers);
-  EXPECT_EQ(a.bos_token, b.bos_token);
-  EXPECT_EQ(a.eos_tokens, b.eos_tokens);
-}
 
 // sqrt(sum (a-b)^2 / sum b^2)
 double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
@@ -141,9 +92,9 @@ TEST_P(PerArch, GgufAndHfTwinsAreBitIdentical) {
   auto h = ModelSource::open(dir / "hf");
   ASSERT_EQ(g->format(), SourceFormat::kGguf);
   ASSERT_EQ(h->format(), SourceFormat::kHuggingFace);
-  expect_same_config(g->config(), h->config());
+  testing::expect_same_config(g->config(), h->config());
   const ModelConfig want = preset_config(arch, "tiny");
-  expect_same_config(g->config(), want);
+  testing::expect_same_config(g->config(), want);
   EXPECT_TRUE(g->tensors().unused().empty());
   EXPECT_TRUE(h->tensors().unused().empty());
   const auto specs = expected_tensors(want);
@@ -174,7 +125,7 @@ TEST_P(PerArch, QuantisedGgufIsCloseToF32) {
     const std::string path = dir / (std::string(name(dt)) + ".gguf");
     gen(arch, OutFormat::kGguf, dt, path);
     auto q = ModelSource::open(path);
-    expect_same_config(q->config(), ref->config());
+    testing::expect_same_config(q->config(), ref->config());
     EXPECT_EQ(q->gguf()->get_uint("general.file_type"), gguf_file_type(dt));
     int quantised = 0;
     for (const MappedTensor& t : ref->tensors().tensors()) {
@@ -247,7 +198,7 @@ TEST(GenModel, ShardedHfEqualsSingleFile) {
   }
   EXPECT_EQ(index["metadata"]["total_size"].get<uint64_t>(), total);
   EXPECT_EQ(total, r.tensor_bytes);
-  expect_same_config(a->config(), b->config());
+  testing::expect_same_config(a->config(), b->config());
   for (const MappedTensor& t : a->tensors().tensors()) {
     std::vector<float> x = read_f32(t), y = read_f32(b->tensors().at(t.name));
     EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * 4), 0) << t.name;
