@@ -17,6 +17,15 @@ namespace tandem {
 // Fills exactly the tensor's byte size.
 using TensorProducer = std::function<void(std::span<std::byte> out)>;
 
+// A tensor queued for writing: its data is produced when the file is written.
+struct PendingTensor {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;  // row-major
+  uint64_t bytes;
+  TensorProducer produce;
+};
+
 class GgufWriter {
  public:
   explicit GgufWriter(uint32_t alignment = 32) : alignment_(alignment) {}
@@ -40,18 +49,11 @@ class GgufWriter {
   void write(const std::string& path) const;
 
  private:
-  struct Entry {
-    std::string name;
-    DType dtype;
-    std::vector<uint64_t> shape;
-    uint64_t bytes;
-    TensorProducer produce;
-  };
   template <typename Sink>
   void emit(Sink& sink) const;
   uint32_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> kv_;
-  std::vector<Entry> tensors_;
+  std::vector<PendingTensor> tensors_;
 };
 
 class SafetensorsWriter {
@@ -66,17 +68,10 @@ class SafetensorsWriter {
   void write(const std::string& path) const;
 
  private:
-  struct Entry {
-    std::string name;
-    DType dtype;
-    std::vector<uint64_t> shape;
-    uint64_t bytes;
-    TensorProducer produce;
-  };
   std::string header() const;
   template <typename Sink>
   void emit(Sink& sink) const;
-  std::vector<Entry> tensors_;
+  std::vector<PendingTensor> tensors_;
   std::vector<std::pair<std::string, std::string>> metadata_;
 };
 

@@ -17,14 +17,6 @@ namespace {
 
 constexpr uint32_t kFp8Block = 128;
 
-struct Entry {
-  std::string name;
-  DType dtype;
-  std::vector<uint64_t> shape;
-  uint64_t bytes;
-  TensorProducer produce;
-};
-
 bool is_deepseek(Arch a) { return a == Arch::kDeepseekV2 || a == Arch::kDeepseekV3; }
 
 // HF name of a canonical layer tensor, without "model.layers.N.".
@@ -101,11 +93,11 @@ class Planner {
     entries_.push_back({name + "_scale_inv", DType::kF32, {sr, sc}, sr * sc * 4, std::move(fp8.scale)});
   }
 
-  std::vector<Entry>& entries() { return entries_; }
+  std::vector<PendingTensor>& entries() { return entries_; }
 
  private:
   const GenContext& g_;
-  std::vector<Entry> entries_;
+  std::vector<PendingTensor> entries_;
 };
 
 void plan_tensors(const GenContext& g, Planner& p) {
@@ -176,14 +168,14 @@ std::vector<std::string> write_hf(GenContext& g, const Tokenizer& tok, const std
   Planner planner(g);
   plan_tensors(g, planner);
   auto& entries = planner.entries();
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  std::sort(entries.begin(), entries.end(), [](const PendingTensor& a, const PendingTensor& b) { return a.name < b.name; });
 
   // Shards as transformers' save_pretrained cuts them: a new shard when the
   // next tensor would pass the limit.
-  std::vector<std::vector<const Entry*>> shards(1);
+  std::vector<std::vector<const PendingTensor*>> shards(1);
   uint64_t in_shard = 0;
   tensor_bytes = 0;
-  for (const Entry& e : entries) {
+  for (const PendingTensor& e : entries) {
     if (g.opt.shard_bytes && in_shard > 0 && in_shard + e.bytes > g.opt.shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
@@ -202,7 +194,7 @@ std::vector<std::string> write_hf(GenContext& g, const Tokenizer& tok, const std
                                       : std::string("model.safetensors");
     SafetensorsWriter w;
     w.set_metadata("format", "pt");
-    for (const Entry* e : shards[s]) {
+    for (const PendingTensor* e : shards[s]) {
       w.add_tensor(e->name, e->dtype, e->shape, e->produce);
       weight_map[e->name] = fname;
     }
