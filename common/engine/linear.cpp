@@ -18,7 +18,8 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
   p.y = y;
   p.y_row_stride = size_t(w.rows);
   p.accumulate = accumulate;
-  size_t need = kernels::matmul_workspace_bytes(w.dtype, w.cols, n_tokens);
+  p.f32_activations = w.f32_activations;
+  size_t need = kernels::matmul_workspace_bytes(w.dtype, w.cols, n_tokens, w.f32_activations);
   if (workspace_.size() < need) workspace_.resize(need);
   p.workspace = workspace_.data();
   p.workspace_bytes = workspace_.size();

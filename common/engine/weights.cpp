@@ -73,6 +73,8 @@ ModelWeights ModelWeights::prepare(const ModelSource& src) {
           out->matrices_.push_back({dt, out->owned_.data() + m * size_t(rows_per_matrix) * row_bytes,
                                     rows_per_matrix, cols, row_bytes});
       }
+      for (MatrixView& m : out->matrices_)
+        m.f32_activations = src.format() == SourceFormat::kHuggingFace;
       if (out->matrices_.size() != n_matrices)
         throw Error(ErrorKind::kInternal, fmt::format("{}: {} matrices, expected {}", t.name,
                                                       out->matrices_.size(), n_matrices));

@@ -28,6 +28,11 @@ struct MatrixView {
   const std::byte* data;
   int64_t rows, cols;
   size_t row_stride;  // bytes between consecutive rows
+  // Multiply with f32 activations rather than the weight type's own
+  // activation format (see kernels::MatmulParams): set for Hugging Face
+  // sources, whose reference computes in f32; GGUF weights compute as
+  // llama.cpp does.
+  bool f32_activations = false;
 };
 
 class Weight {

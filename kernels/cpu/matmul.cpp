@@ -1,10 +1,12 @@
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <limits>
 
 #include "common/error.h"
+#include "kernels/cpu/dequant.h"
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize.h"
@@ -219,12 +221,55 @@ float dot_q8_k(const uint8_t* w, const uint8_t* a, int64_t n) {
   return static_cast<float>(sum);
 }
 
+// ---- any weight type against f32 activations --------------------------------
+
+// The weights decoded 256 values at a time (a whole number of blocks of every
+// type) and multiplied in f32 like dot_f32, so a BF16 or quantised matrix
+// gives exactly what its dequantised F32 copy gives.
+template <DType T>
+float dot_exact(const uint8_t* w, const uint8_t* a, int64_t n) {
+  constexpr int64_t kChunk = 256;
+  const size_t chunk_bytes = static_cast<size_t>(*bytes_for(T, kChunk));
+  float wf[kChunk];
+  double sum = 0.0;
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk, w += chunk_bytes) {
+    const int64_t m = std::min(kChunk, n - i0);
+    dequantize_generic(T, w, wf, static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i)
+      sum += static_cast<double>(wf[i] * load_unaligned<float>(a + 4 * (i0 + i)));
+  }
+  return static_cast<float>(sum);
+}
+
 // ---- dispatch and validation --------------------------------------------------
 
 struct Kernel {
   DType act;
   RowDot dot;
 };
+
+Kernel kernel_for(DType t);
+
+RowDot exact_dot_for(DType t) {
+  switch (t) {
+    case DType::kF16: return dot_exact<DType::kF16>;
+    case DType::kBF16: return dot_exact<DType::kBF16>;
+    case DType::kQ8_0: return dot_exact<DType::kQ8_0>;
+    case DType::kQ4_0: return dot_exact<DType::kQ4_0>;
+    case DType::kQ5_0: return dot_exact<DType::kQ5_0>;
+    case DType::kQ4_K: return dot_exact<DType::kQ4_K>;
+    case DType::kQ5_K: return dot_exact<DType::kQ5_K>;
+    case DType::kQ6_K: return dot_exact<DType::kQ6_K>;
+    case DType::kQ8_K: return dot_exact<DType::kQ8_K>;
+    default: return dot_f32;
+  }
+}
+
+Kernel kernel_for(DType t, bool f32_activations) {
+  Kernel k = kernel_for(t);
+  if (f32_activations) k = {DType::kF32, exact_dot_for(t)};
+  return k;
+}
 
 Kernel kernel_for(DType t) {
   switch (t) {
@@ -293,7 +338,7 @@ struct Plan {
 // of F32 weights, which reads x in place); with_output: also what step 2
 // needs (w, y, the row range).
 Plan validate(const MatmulParams& p, bool need_x, bool with_output) {
-  Plan plan{kernel_for(p.wtype), 0, 0, 0};
+  Plan plan{kernel_for(p.wtype, p.f32_activations), 0, 0, 0};
   const std::string_view tn = name(p.wtype);
   const size_t ws_need = workspace_for(p.wtype, plan.k, p.cols, p.n_tokens);
   plan.act_row = act_row_bytes(p.wtype, plan.k, p.cols);
@@ -336,8 +381,8 @@ void convert(const MatmulParams& p, const Plan& plan) {
   if (plan.act_row == 0) return;  // F32 weights, or nothing to convert
   auto* ws = static_cast<uint8_t*>(p.workspace);
   for (int64_t t = 0; t < p.n_tokens; ++t)
-    quantize_generic(plan.k.act, p.x + static_cast<size_t>(t) * p.x_row_stride,
-                     ws + static_cast<size_t>(t) * plan.act_row, static_cast<size_t>(p.cols));
+    quantize_activations(plan.k.act, p.x + static_cast<size_t>(t) * p.x_row_stride,
+                         ws + static_cast<size_t>(t) * plan.act_row, static_cast<size_t>(p.cols));
 }
 
 void rows(const MatmulParams& p, const Plan& plan) {
@@ -363,8 +408,9 @@ DType activation_type(DType weight_type) {
   return kernel_for(weight_type).act;
 }
 
-size_t matmul_workspace_bytes(DType weight_type, int64_t cols, int64_t n_tokens) {
-  return workspace_for(weight_type, kernel_for(weight_type), cols, n_tokens);
+size_t matmul_workspace_bytes(DType weight_type, int64_t cols, int64_t n_tokens,
+                              bool f32_activations) {
+  return workspace_for(weight_type, kernel_for(weight_type, f32_activations), cols, n_tokens);
 }
 
 void convert_activations(const MatmulParams& p) {

@@ -21,13 +21,12 @@
 // in double), its SIMD code in several f32 lanes; here every row sum is
 // accumulated in double, i.e. closest to the exact value of ggml's per-block
 // terms. Results therefore differ from llama.cpp only by f32 summation
-// rounding (and, for Q8_0 activations, by ggml's x86 quantiser rounding
-// half-to-even where its reference rounds half away from zero: an
-// occasional 1-unit difference in a quant).
+// rounding.
 //
-// The activation conversion uses quantize_generic() (Q8_0/Q8_K are byte for
-// byte ggml's quantize_row_q8_0_ref / quantize_row_q8_K_ref), so activations
-// fed to a quantised-weight matmul must be finite.
+// The activation conversion is quantize_activations(): byte for byte what
+// ggml-cpu's x86 build feeds its dot products (Q8_0: the AVX quantiser,
+// which rounds half to even with 127/amax; Q8_K: quantize_row_q8_K_ref).
+// Activations fed to a quantised-weight matmul must be finite.
 //
 // Usage (several threads): size and provide a workspace with
 // matmul_workspace_bytes(), call convert_activations() once, then
@@ -53,10 +52,11 @@ DType activation_type(DType weight_type);
 
 // Bytes of workspace to convert n_tokens activation rows of `cols` values
 // (rows are packed: n_tokens * bytes_for(activation_type, cols)). 0 for F32
-// weights, whose activations are read in place. Throws kInvalidInput if
+// weights and with f32_activations, whose activations are read in place. Throws kInvalidInput if
 // cols is not a whole number of blocks of the weight type or the size
 // overflows, and as activation_type() for the type.
-size_t matmul_workspace_bytes(DType weight_type, int64_t cols, int64_t n_tokens);
+size_t matmul_workspace_bytes(DType weight_type, int64_t cols, int64_t n_tokens,
+                              bool f32_activations = false);
 
 struct MatmulParams {
   DType wtype = DType::kF32;
@@ -72,6 +72,11 @@ struct MatmulParams {
   size_t workspace_bytes = 0;
   int64_t row_begin = 0, row_end = -1;  // weight rows to compute; -1 = rows
   bool accumulate = false;              // y += instead of y =
+  // Keep the activations in f32 whatever the weight type: each weight row is
+  // decoded and multiplied like an F32 row (f32 products, summed in double),
+  // so the result is the dequantised F32 matrix's. For sources whose
+  // reference computes in f32 (Hugging Face checkpoints); needs no workspace.
+  bool f32_activations = false;
 };
 
 // Errors, all thrown before anything is read or written:

@@ -1,7 +1,7 @@
 // The reference matmuls against two independent statements of what they
 // compute:
 //  1. exact: dequantize_generic() the weights, round the activations to the
-//     activation type (quantize_generic + dequantize_generic), and take a
+//     activation type (quantize_activations + dequantize_generic), and take a
 //     double dot product. The kernels differ from this only in summation
 //     order and the f32 rounding of per-block products: 1e-5 of sum|w*x|.
 //  2. plain f32: the same weights against the unrounded activations. The
@@ -85,7 +85,7 @@ std::vector<float> rounded_activations(DType t, const float* x, int64_t cols) {
   std::vector<float> out(x, x + cols);
   if (at == DType::kF32) return out;
   std::vector<uint8_t> q(*bytes_for(at, cols));
-  quantize_generic(at, x, q.data(), out.size());
+  quantize_activations(at, x, q.data(), out.size());
   dequantize_generic(at, q.data(), out.data(), out.size());
   return out;
 }
@@ -272,6 +272,33 @@ TEST(Matmul, RandomAgainstReferences) {
     std::printf("  %-5s relative RMS error vs f32 activations: %.2g\n",
                 std::string(name(t)).c_str(), rms);
     EXPECT_LT(rms, f32_ref_rms_bound(t)) << name(t);
+  }
+}
+
+// f32_activations: any weight type gives bit for bit what an F32 matrix of
+// its dequantised values gives (the Hugging Face path), with no workspace.
+TEST(Matmul, F32ActivationsEqualDequantisedF32) {
+  std::mt19937 rng(77);
+  for (DType t : kWeightTypes) {
+    SCOPED_TRACE(name(t));
+    const int64_t rows = 7, cols = 2 * test_cols(t), n_tokens = 5;
+    const Weights w = make_weights(t, rows, cols, 3, rng);
+    const auto x = make_activations(n_tokens, cols, static_cast<size_t>(cols) + 1, rng);
+    ASSERT_EQ(matmul_workspace_bytes(t, cols, n_tokens, true), 0u);
+    std::vector<float> y(static_cast<size_t>(n_tokens * rows)), y32(y.size());
+    std::vector<uint8_t> none;
+    MatmulParams p = params(w, x, n_tokens, static_cast<size_t>(cols) + 1, y, rows, none);
+    p.f32_activations = true;
+    matmul_generic(p);
+
+    MatmulParams q = p;
+    q.wtype = DType::kF32;
+    q.w = w.deq.data();
+    q.w_row_stride = static_cast<size_t>(cols) * sizeof(float);
+    q.f32_activations = false;
+    q.y = y32.data();
+    matmul_generic(q);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y32[i]) << "output " << i;
   }
 }
 

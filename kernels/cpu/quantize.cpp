@@ -50,6 +50,21 @@ BlockQ8_0 quant_q8_0(const float* x) {
   return b;
 }
 
+// ggml-cpu's quantize_row_q8_0 on x86 (what llama.cpp applies to the
+// activations of a Q8_0/Q4_0/Q5_0 matmul): the same scale as the reference,
+// but the inverse is 127/amax rather than 1/d, and _mm256_round_ps rounds
+// half to even. Both change an occasional quant by one unit, and one unit in
+// an activation moves a router logit by ~1e-3, enough to flip a near-tie.
+BlockQ8_0 quant_q8_0_activation(const float* x) {
+  float amax = 0.0f;
+  for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  BlockQ8_0 b{};
+  b.d = f32_to_fp16(amax / 127.0f);
+  for (int j = 0; j < kQK8_0; ++j) b.qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  return b;
+}
+
 BlockQ4_0 quant_q4_0(const float* x) {
   const float d = signed_absmax(x, kQK4_0) / -8.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -395,6 +410,15 @@ void quantize_generic(DType t, const float* src, void* dst_v, size_t n) {
       return each_block<BlockQ8_K, kQK_K>(src, dst, nb, quant_q8_k);
   }
   fail(ErrorKind::kInternal, "quantize: dtype {} not handled", ti.name);
+}
+
+void quantize_activations(DType t, const float* src, void* dst, size_t n_elems) {
+  if (t != DType::kQ8_0) return quantize_generic(t, src, dst, n_elems);
+  if (n_elems % kQK8_0 != 0)
+    fail_invalid("quantize q8_0 activations: {} elements is not a whole number of {}-element blocks",
+                 n_elems, kQK8_0);
+  each_block<BlockQ8_0, kQK8_0>(src, static_cast<uint8_t*>(dst), n_elems / kQK8_0,
+                                quant_q8_0_activation);
 }
 
 }  // namespace tandem::kernels

@@ -136,6 +136,50 @@ TEST(Quantize, Q8_0FollowsGgmlReference) {
   EXPECT_EQ(b.qs[17], 8);                       // round(7.94)
 }
 
+// Activations take ggml-cpu's x86 quantiser: ties round to even (the
+// reference rounds them away from zero), every other type is the reference.
+TEST(Quantize, Q8_0ActivationsRoundTiesToEven) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;  // amax 127: id = 1 exactly, so x*id is x
+  x[1] = 2.5f;
+  x[2] = -3.5f;
+  x[3] = 4.4f;
+  const auto ref = quantize(DType::kQ8_0, x);
+  std::vector<uint8_t> act(ref.size());
+  quantize_activations(DType::kQ8_0, x.data(), act.data(), x.size());
+  BlockQ8_0 r, a;
+  std::memcpy(&r, ref.data(), sizeof r);
+  std::memcpy(&a, act.data(), sizeof a);
+  EXPECT_EQ(a.d, r.d);
+  EXPECT_EQ(r.qs[1], 3);
+  EXPECT_EQ(a.qs[1], 2);
+  EXPECT_EQ(r.qs[2], -4);
+  EXPECT_EQ(a.qs[2], -4);
+  EXPECT_EQ(a.qs[3], 4);
+
+  // Random rows: never more than one unit from the reference, and the other
+  // activation types are the reference byte for byte.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> row(4096);
+  for (float& v : row) v = nd(rng);
+  for (DType t : {DType::kQ8_0, DType::kQ8_K, DType::kF16, DType::kBF16}) {
+    const auto q = quantize(t, row);
+    std::vector<uint8_t> qa(q.size());
+    quantize_activations(t, row.data(), qa.data(), row.size());
+    if (t != DType::kQ8_0) {
+      EXPECT_EQ(qa, q) << name(t);
+      continue;
+    }
+    for (size_t blk = 0; blk < row.size() / 32; ++blk) {
+      std::memcpy(&r, q.data() + blk * sizeof r, sizeof r);
+      std::memcpy(&a, qa.data() + blk * sizeof a, sizeof a);
+      ASSERT_EQ(a.d, r.d);
+      for (int j = 0; j < 32; ++j) ASSERT_LE(std::abs(a.qs[j] - r.qs[j]), 1);
+    }
+  }
+}
+
 TEST(Quantize, Q4_0FollowsGgmlReference) {
   // The largest magnitude (-4) fixes d = -4 / -8 = 0.5 and maps to q = 0;
   // +3.9 would be q = 16 and is capped at 15.
