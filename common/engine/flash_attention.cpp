@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/f32_dot.h"
 #include "kernels/cpu/float_convert.h"
 
 namespace tandem::engine {
@@ -21,9 +22,9 @@ void attend(const AttentionRow& a) {
   float S = 0.0f, M = -INFINITY;
   for (int64_t j = 0; j < a.n_positions; ++j) {
     const float* k = a.keys + j * a.key_stride;
-    double dot = 0;
-    for (int64_t i = 0; i < a.dk; ++i) dot += double(a.q[i]) * k[i];
-    const float s = float(dot) * a.scale;
+    kernels::F32Dot<kernels::F32Reduction::kGemv> dot(a.dk);  // ggml_vec_dot_f16
+    for (int64_t i = 0; i < a.dk; ++i) dot.add(k[i], a.q[i]);
+    const float s = dot.result() * a.scale;
     float ms = 1.0f, vs = 1.0f;
     if (s > M) {
       const float old = M;
@@ -34,7 +35,8 @@ void attend(const AttentionRow& a) {
       vs = std::exp(s - M);
     }
     const float* v = a.values + j * a.value_stride;
-    for (int64_t i = 0; i < a.dv; ++i) acc[size_t(i)] = h(acc[size_t(i)] + v[i] * vs);
+    // ggml_vec_mad_f16: one fused multiply-add in f32, then stored as fp16.
+    for (int64_t i = 0; i < a.dv; ++i) acc[size_t(i)] = h(std::fma(v[i], vs, acc[size_t(i)]));
     S = S * ms + vs;
   }
   const float inv = 1.0f / S;

@@ -1,12 +1,14 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <limits>
 
 #include "common/error.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/f32_dot.h"
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize.h"
@@ -26,12 +28,11 @@ using RowDot = float (*)(const uint8_t* w, const uint8_t* a, int64_t cols);
 
 // ---- plain float types ------------------------------------------------------
 
-// ggml_vec_dot_f32: f32 products, summed.
+template <F32Reduction R>
 float dot_f32(const uint8_t* w, const uint8_t* a, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    sum += static_cast<double>(load_unaligned<float>(w + 4 * i) * load_unaligned<float>(a + 4 * i));
-  return static_cast<float>(sum);
+  F32Dot<R> dot(n);
+  for (int64_t i = 0; i < n; ++i) dot.add(load_unaligned<float>(w + 4 * i), load_unaligned<float>(a + 4 * i));
+  return dot.result();
 }
 
 // ggml_vec_dot_f16 / _bf16: both operands narrow floats, so the f32 product
@@ -48,17 +49,32 @@ float dot_half(const uint8_t* w, const uint8_t* a, int64_t n) {
 
 constexpr size_t kQ8_0Qs = offsetof(BlockQ8_0, qs);
 
+// ggml's x86 reduction of a row: 8 f32 lanes, lane k holding the products
+// of values 4k..4k+3 of every 32 (an exact int32 per block), accumulated by
+// fma with the block scale; then hsum_float_8's pairwise order.
+struct Lanes8 {
+  float acc[8] = {};
+  void fma_block(float d, const int32_t isum[8]) {
+    for (int k = 0; k < 8; ++k) acc[k] = std::fma(d, static_cast<float>(isum[k]), acc[k]);
+  }
+  float hsum() const {
+    float r[4];
+    for (int k = 0; k < 4; ++k) r[k] = acc[k + 4] + acc[k];
+    return (r[0] + r[2]) + (r[1] + r[3]);
+  }
+};
+
 // ggml_vec_dot_q8_0_q8_0: sumi * (d_w * d_x).
 float dot_q8_0(const uint8_t* w, const uint8_t* a, int64_t n) {
-  double sum = 0.0;
+  Lanes8 lanes;
   for (int64_t ib = 0; ib < n / kQK8_0; ++ib, w += sizeof(BlockQ8_0), a += sizeof(BlockQ8_0)) {
     const auto* qw = reinterpret_cast<const int8_t*>(w + kQ8_0Qs);
     const auto* qa = reinterpret_cast<const int8_t*>(a + kQ8_0Qs);
-    int sumi = 0;
-    for (int j = 0; j < kQK8_0; ++j) sumi += qw[j] * qa[j];
-    sum += static_cast<float>(sumi) * (half_at(w) * half_at(a));
+    int32_t isum[8] = {};
+    for (int j = 0; j < kQK8_0; ++j) isum[j / 4] += qw[j] * qa[j];
+    lanes.fma_block(half_at(w) * half_at(a), isum);
   }
-  return static_cast<float>(sum);
+  return lanes.hsum();
 }
 
 // ggml_vec_dot_q4_0_q8_0: weights (nibble - 8); low nibbles are values 0-15,
@@ -226,19 +242,18 @@ float dot_q8_k(const uint8_t* w, const uint8_t* a, int64_t n) {
 // The weights decoded 256 values at a time (a whole number of blocks of every
 // type) and multiplied in f32 like dot_f32, so a BF16 or quantised matrix
 // gives exactly what its dequantised F32 copy gives.
-template <DType T>
+template <DType T, F32Reduction R>
 float dot_exact(const uint8_t* w, const uint8_t* a, int64_t n) {
   constexpr int64_t kChunk = 256;
   const size_t chunk_bytes = static_cast<size_t>(*bytes_for(T, kChunk));
   float wf[kChunk];
-  double sum = 0.0;
+  F32Dot<R> dot(n);
   for (int64_t i0 = 0; i0 < n; i0 += kChunk, w += chunk_bytes) {
     const int64_t m = std::min(kChunk, n - i0);
     dequantize_generic(T, w, wf, static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i)
-      sum += static_cast<double>(wf[i] * load_unaligned<float>(a + 4 * (i0 + i)));
+    for (int64_t i = 0; i < m; ++i) dot.add(wf[i], load_unaligned<float>(a + 4 * (i0 + i)));
   }
-  return static_cast<float>(sum);
+  return dot.result();
 }
 
 // ---- dispatch and validation --------------------------------------------------
@@ -250,31 +265,40 @@ struct Kernel {
 
 Kernel kernel_for(DType t);
 
+template <F32Reduction R>
 RowDot exact_dot_for(DType t) {
   switch (t) {
-    case DType::kF16: return dot_exact<DType::kF16>;
-    case DType::kBF16: return dot_exact<DType::kBF16>;
-    case DType::kQ8_0: return dot_exact<DType::kQ8_0>;
-    case DType::kQ4_0: return dot_exact<DType::kQ4_0>;
-    case DType::kQ5_0: return dot_exact<DType::kQ5_0>;
-    case DType::kQ4_K: return dot_exact<DType::kQ4_K>;
-    case DType::kQ5_K: return dot_exact<DType::kQ5_K>;
-    case DType::kQ6_K: return dot_exact<DType::kQ6_K>;
-    case DType::kQ8_K: return dot_exact<DType::kQ8_K>;
-    default: return dot_f32;
+    case DType::kF16: return dot_exact<DType::kF16, R>;
+    case DType::kBF16: return dot_exact<DType::kBF16, R>;
+    case DType::kQ8_0: return dot_exact<DType::kQ8_0, R>;
+    case DType::kQ4_0: return dot_exact<DType::kQ4_0, R>;
+    case DType::kQ5_0: return dot_exact<DType::kQ5_0, R>;
+    case DType::kQ4_K: return dot_exact<DType::kQ4_K, R>;
+    case DType::kQ5_K: return dot_exact<DType::kQ5_K, R>;
+    case DType::kQ6_K: return dot_exact<DType::kQ6_K, R>;
+    case DType::kQ8_K: return dot_exact<DType::kQ8_K, R>;
+    default: return dot_f32<R>;
   }
 }
 
-Kernel kernel_for(DType t, bool f32_activations) {
+// ggml takes tinyBLAS for several tokens when the row length is a multiple
+// of its 16 lanes, ggml_vec_dot_f32 otherwise.
+F32Reduction f32_reduction(int64_t n_tokens, int64_t cols) {
+  return n_tokens > 1 && cols % 16 == 0 ? F32Reduction::kGemm : F32Reduction::kGemv;
+}
+
+Kernel kernel_for(DType t, bool f32_activations, F32Reduction r = F32Reduction::kGemv) {
   Kernel k = kernel_for(t);
-  if (f32_activations) k = {DType::kF32, exact_dot_for(t)};
+  if (f32_activations || t == DType::kF32)
+    k = {DType::kF32, r == F32Reduction::kGemm ? exact_dot_for<F32Reduction::kGemm>(t)
+                                               : exact_dot_for<F32Reduction::kGemv>(t)};
   return k;
 }
 
 Kernel kernel_for(DType t) {
   switch (t) {
     case DType::kF32:
-      return {DType::kF32, dot_f32};
+      return {DType::kF32, dot_f32<F32Reduction::kGemv>};
     case DType::kF16:
       return {DType::kF16, dot_half<fp16_to_f32>};
     case DType::kBF16:
@@ -338,7 +362,7 @@ struct Plan {
 // of F32 weights, which reads x in place); with_output: also what step 2
 // needs (w, y, the row range).
 Plan validate(const MatmulParams& p, bool need_x, bool with_output) {
-  Plan plan{kernel_for(p.wtype, p.f32_activations), 0, 0, 0};
+  Plan plan{kernel_for(p.wtype, p.f32_activations, f32_reduction(p.n_tokens, p.cols)), 0, 0, 0};
   const std::string_view tn = name(p.wtype);
   const size_t ws_need = workspace_for(p.wtype, plan.k, p.cols, p.n_tokens);
   plan.act_row = act_row_bytes(p.wtype, plan.k, p.cols);
