@@ -22,7 +22,7 @@ void attend(const AttentionRow& a) {
   float S = 0.0f, M = -INFINITY;
   for (int64_t j = 0; j < a.n_positions; ++j) {
     const float* k = a.keys + j * a.key_stride;
-    kernels::F32Dot<kernels::F32Reduction::kGemv> dot(a.dk);  // ggml_vec_dot_f16
+    kernels::F32Dot dot(a.dk);  // ggml_vec_dot_f16
     for (int64_t i = 0; i < a.dk; ++i) dot.add(k[i], a.q[i]);
     const float s = dot.result() * a.scale;
     float ms = 1.0f, vs = 1.0f;

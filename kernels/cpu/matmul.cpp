@@ -28,21 +28,29 @@ using RowDot = float (*)(const uint8_t* w, const uint8_t* a, int64_t cols);
 
 // ---- plain float types ------------------------------------------------------
 
-template <F32Reduction R>
 float dot_f32(const uint8_t* w, const uint8_t* a, int64_t n) {
-  F32Dot<R> dot(n);
+  F32Dot dot(n);
   for (int64_t i = 0; i < n; ++i) dot.add(load_unaligned<float>(w + 4 * i), load_unaligned<float>(a + 4 * i));
   return dot.result();
 }
 
-// ggml_vec_dot_f16 / _bf16: both operands narrow floats, so the f32 product
-// is exact; summed in ggml_float (double).
-template <float (*Conv)(uint16_t)>
-float dot_half(const uint8_t* w, const uint8_t* a, int64_t n) {
-  double sum = 0.0;
+// ggml_vec_dot_f16: the products of two fp16 are exact in f32, summed as
+// ggml_vec_dot_f32 sums.
+float dot_f16(const uint8_t* w, const uint8_t* a, int64_t n) {
+  F32Dot dot(n);
   for (int64_t i = 0; i < n; ++i)
-    sum += static_cast<double>(Conv(load_unaligned<uint16_t>(w + 2 * i)) * Conv(load_unaligned<uint16_t>(a + 2 * i)));
-  return static_cast<float>(sum);
+    dot.add(fp16_to_f32(load_unaligned<uint16_t>(w + 2 * i)), fp16_to_f32(load_unaligned<uint16_t>(a + 2 * i)));
+  return dot.result();
+}
+
+// ggml_vec_dot_bf16 (AVX-512 BF16's dot-product instruction, see Bf16Dot).
+float dot_bf16(const uint8_t* w, const uint8_t* a, int64_t n) {
+  Bf16Dot dot(n);
+  auto at = [](const uint8_t* p, int64_t i) { return bf16_to_f32(load_unaligned<uint16_t>(p + 2 * i)); };
+  int64_t i = 0;
+  for (; i + 1 < n; i += 2) dot.add_pair(at(w, i), at(a, i), at(w, i + 1), at(a, i + 1));
+  if (i < n) dot.add_pair(at(w, i), at(a, i), 0.0f, 0.0f);  // odd n: a lone tail value
+  return dot.result();
 }
 
 // ---- 32-value blocks against Q8_0 activations -------------------------------
@@ -242,12 +250,12 @@ float dot_q8_k(const uint8_t* w, const uint8_t* a, int64_t n) {
 // The weights decoded 256 values at a time (a whole number of blocks of every
 // type) and multiplied in f32 like dot_f32, so a BF16 or quantised matrix
 // gives exactly what its dequantised F32 copy gives.
-template <DType T, F32Reduction R>
+template <DType T>
 float dot_exact(const uint8_t* w, const uint8_t* a, int64_t n) {
   constexpr int64_t kChunk = 256;
   const size_t chunk_bytes = static_cast<size_t>(*bytes_for(T, kChunk));
   float wf[kChunk];
-  F32Dot<R> dot(n);
+  F32Dot dot(n);
   for (int64_t i0 = 0; i0 < n; i0 += kChunk, w += chunk_bytes) {
     const int64_t m = std::min(kChunk, n - i0);
     dequantize_generic(T, w, wf, static_cast<size_t>(m));
@@ -265,44 +273,35 @@ struct Kernel {
 
 Kernel kernel_for(DType t);
 
-template <F32Reduction R>
 RowDot exact_dot_for(DType t) {
   switch (t) {
-    case DType::kF16: return dot_exact<DType::kF16, R>;
-    case DType::kBF16: return dot_exact<DType::kBF16, R>;
-    case DType::kQ8_0: return dot_exact<DType::kQ8_0, R>;
-    case DType::kQ4_0: return dot_exact<DType::kQ4_0, R>;
-    case DType::kQ5_0: return dot_exact<DType::kQ5_0, R>;
-    case DType::kQ4_K: return dot_exact<DType::kQ4_K, R>;
-    case DType::kQ5_K: return dot_exact<DType::kQ5_K, R>;
-    case DType::kQ6_K: return dot_exact<DType::kQ6_K, R>;
-    case DType::kQ8_K: return dot_exact<DType::kQ8_K, R>;
-    default: return dot_f32<R>;
+    case DType::kF16: return dot_exact<DType::kF16>;
+    case DType::kBF16: return dot_exact<DType::kBF16>;
+    case DType::kQ8_0: return dot_exact<DType::kQ8_0>;
+    case DType::kQ4_0: return dot_exact<DType::kQ4_0>;
+    case DType::kQ5_0: return dot_exact<DType::kQ5_0>;
+    case DType::kQ4_K: return dot_exact<DType::kQ4_K>;
+    case DType::kQ5_K: return dot_exact<DType::kQ5_K>;
+    case DType::kQ6_K: return dot_exact<DType::kQ6_K>;
+    case DType::kQ8_K: return dot_exact<DType::kQ8_K>;
+    default: return dot_f32;
   }
 }
 
-// ggml takes tinyBLAS for several tokens when the row length is a multiple
-// of its 16 lanes, ggml_vec_dot_f32 otherwise.
-F32Reduction f32_reduction(int64_t n_tokens, int64_t cols) {
-  return n_tokens > 1 && cols % 16 == 0 ? F32Reduction::kGemm : F32Reduction::kGemv;
-}
-
-Kernel kernel_for(DType t, bool f32_activations, F32Reduction r = F32Reduction::kGemv) {
+Kernel kernel_for(DType t, bool f32_activations) {
   Kernel k = kernel_for(t);
-  if (f32_activations || t == DType::kF32)
-    k = {DType::kF32, r == F32Reduction::kGemm ? exact_dot_for<F32Reduction::kGemm>(t)
-                                               : exact_dot_for<F32Reduction::kGemv>(t)};
+  if (f32_activations) k = {DType::kF32, exact_dot_for(t)};
   return k;
 }
 
 Kernel kernel_for(DType t) {
   switch (t) {
     case DType::kF32:
-      return {DType::kF32, dot_f32<F32Reduction::kGemv>};
+      return {DType::kF32, dot_f32};
     case DType::kF16:
-      return {DType::kF16, dot_half<fp16_to_f32>};
+      return {DType::kF16, dot_f16};
     case DType::kBF16:
-      return {DType::kBF16, dot_half<bf16_to_f32>};
+      return {DType::kBF16, dot_bf16};
     case DType::kQ8_0:
       return {DType::kQ8_0, dot_q8_0};
     case DType::kQ4_0:
@@ -362,7 +361,7 @@ struct Plan {
 // of F32 weights, which reads x in place); with_output: also what step 2
 // needs (w, y, the row range).
 Plan validate(const MatmulParams& p, bool need_x, bool with_output) {
-  Plan plan{kernel_for(p.wtype, p.f32_activations, f32_reduction(p.n_tokens, p.cols)), 0, 0, 0};
+  Plan plan{kernel_for(p.wtype, p.f32_activations), 0, 0, 0};
   const std::string_view tn = name(p.wtype);
   const size_t ws_need = workspace_for(p.wtype, plan.k, p.cols, p.n_tokens);
   plan.act_row = act_row_bytes(p.wtype, plan.k, p.cols);
