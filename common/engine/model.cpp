@@ -114,7 +114,7 @@ void Model::dense_ffn(const Layer& L, const float* xn, int64_t n, float* out) {
   std::vector<float> a(size_t(n * g.rows)), b(size_t(n * u.rows));
   linear_(g, xn, n, a.data());
   linear_(u, xn, n, b.data());
-  for (size_t i = 0; i < a.size(); ++i) a[i] = silu(a[i]) * b[i];
+  for (int64_t t = 0; t < n; ++t) swiglu(a.data() + t * g.rows, b.data() + t * g.rows, g.rows);
   linear_(d, a.data(), n, out);
 }
 

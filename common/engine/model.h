@@ -52,10 +52,6 @@ class Model {
   void dense_ffn(const Layer& L, const float* xn, int64_t n, float* out);
   void moe_ffn(const Layer& L, const float* xn, int64_t n, float* out);
   void shared_experts(const Layer& L, const float* xn, int64_t n, float* out);
-  // Experts chosen for one token and their weights, by the config's router.
-  // Returns the decision margin (see route_margins()).
-  float route(const Layer& L, const float* logits, std::vector<int>& experts,
-              std::vector<float>& weights) const;
 
   ModelConfig config_;
   ModelWeights weights_;

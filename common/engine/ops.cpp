@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/f32_dot.h"
+
 namespace tandem::engine {
 
 void rms_norm(const float* x, std::span<const float> w, float* y, int64_t n, float eps) {
@@ -13,16 +15,40 @@ void rms_norm(const float* x, std::span<const float> w, float* y, int64_t n, flo
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w.empty() ? 1.0f : w[i]);
 }
 
+float ggml_expf(float x) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;  // round(x / ln 2)
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+  return std::ldexp(j, static_cast<int>(n));  // _mm512_scalef_ps
+}
+
+void swiglu(float* g, const float* u, int64_t n) {
+  const int64_t whole = n & ~int64_t{15};
+  for (int64_t i = 0; i < whole; ++i) g[i] = g[i] / (1.0f + ggml_expf(0.0f - g[i])) * u[i];
+  for (int64_t i = whole; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
 void softmax(float* x, int64_t n) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = x[i] == -INFINITY ? 0.0f : std::exp(x[i] - mx);
+  int64_t i = 0;
+  for (; i + 15 < n; i += 16) {
+    for (int64_t l = 0; l < 16; ++l) x[i + l] = ggml_expf(x[i + l] - mx);
+    sum += static_cast<double>(kernels::reduce16(x + i));
+  }
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
     sum += x[i];
   }
   const float inv = float(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  for (int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
 
 float yarn_mscale(float factor, float mscale) {

@@ -14,9 +14,20 @@ namespace tandem::engine {
 // y = x / sqrt(mean(x^2) + eps) * w   (w may be empty: no weight)
 void rms_norm(const float* x, std::span<const float> w, float* y, int64_t n, float eps);
 
+// ggml_vec_soft_max_f32 on AVX-512: whole runs of 16 through ggml_expf, the
+// rest through libm's expf; the denominator summed in double.
 void softmax(float* x, int64_t n);
-inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
+
+// ggml's vectorised exp (ggml_v_expf, AVX-512: a degree-5 polynomial after
+// range reduction, within 1.5 ulp of exp). llama.cpp's softmax and SiLU use
+// it, and their results feed roundings (Q8/bf16 activations, routing), so
+// we compute the same bits rather than libm's.
+float ggml_expf(float x);
+
+// g[i] = silu(g[i]) * u[i] as ggml_vec_swiglu_f32: whole runs of 16 with
+// ggml_expf, the rest with libm's expf.
+void swiglu(float* g, const float* u, int64_t n);
 
 enum class RopeStyle {
   kNeox,         // rotate pairs (i, i + n/2): Qwen, Mixtral in HF row order
