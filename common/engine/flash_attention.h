@@ -1,8 +1,8 @@
 // One query row against the cached keys and values, computed the way
 // llama.cpp's CPU flash attention does (its default for these models): keys,
-// values and the query in fp16, scores accumulated exactly, an online softmax
-// whose running value sum is kept in an fp16 buffer, divided by the softmax
-// sum at the end. Matching it matters: the correctness fixtures are
+// values and the query in fp16, scores summed in ggml_vec_dot_f16's order,
+// an online softmax whose running value sum is kept in an fp16 buffer (fused
+// multiply-add, then fp16), divided by the softmax sum at the end. Matching it matters: the correctness fixtures are
 // llama.cpp's outputs, and fp16 rounding of attention is visible in logits.
 #pragma once
 

@@ -22,8 +22,7 @@ float half_at(const uint8_t* p) {
 }
 
 // One dot product: a weight row against one converted activation row, both
-// `cols` values long. Returns what ggml would, up to the summation order
-// (double here, see matmul.h).
+// `cols` values long. Returns what ggml would (summation order: matmul.h).
 using RowDot = float (*)(const uint8_t* w, const uint8_t* a, int64_t cols);
 
 // ---- plain float types ------------------------------------------------------

@@ -16,12 +16,13 @@
 //   Q8_K            Q8_K per 256    d_w*d_x * int sum(q_w*q_x)
 //
 // The integer parts and the per-block float products (including the order
-// of the f32 multiplications) are ggml's. Only the sum over the blocks or
-// elements of a row differs: ggml's generic code sums in f32 (f16/bf16/f32:
-// in double), its SIMD code in several f32 lanes; here every row sum is
-// accumulated in double, i.e. closest to the exact value of ggml's per-block
-// terms. Results therefore differ from llama.cpp only by f32 summation
-// rounding.
+// of the f32 multiplications) are ggml's. The sums over a row follow ggml's
+// x86 SIMD order where that is reproduced (f32/f16: vec_dot_f32's 4x16 lanes;
+// bf16: vec_dot_bf16's dpbf16 pairs; Q8_0: 8 fma lanes; see f32_dot.h), so
+// results are llama.cpp's bit for bit there; the other block types
+// accumulate in double, within f32 summation rounding of llama.cpp. The same
+// order serves every token count, so a token's result never depends on its
+// batch.
 //
 // The activation conversion is quantize_activations(): byte for byte what
 // ggml-cpu's x86 build feeds its dot products (Q8_0: the AVX quantiser,
