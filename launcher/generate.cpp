@@ -9,6 +9,7 @@
 #include "common/engine/model.h"
 #include "common/error.h"
 #include "common/model/model_source.h"
+#include "common/text/tokenizer.h"
 
 namespace tandem {
 
@@ -69,21 +70,39 @@ void run_generate(const RunOptions& o, std::ostream& out) {
   auto src = ModelSource::open(o.model);
   engine::Model model(*src);
   const auto& c = model.config();
-  auto cache = model.new_cache(int64_t(o.tokens.size()) + o.max_tokens);
+  std::optional<text::Tokenizer> tok;
+  std::vector<uint32_t> prompt = o.tokens;
+  if (o.prompt) {
+    tok.emplace(text::Tokenizer::load(o.model));
+    prompt = tok->encode(*o.prompt);
+    if (prompt.empty()) fail_invalid("--prompt: the prompt encodes to no tokens");
+  }
+  for (uint32_t id : prompt)
+    if (id >= c.vocab_size)
+      fail_invalid("prompt token {} is outside the model's vocabulary ({} ids)", id, c.vocab_size);
+  auto cache = model.new_cache(int64_t(prompt.size()) + o.max_tokens);
   engine::Sampler sampler(o.sampling);
-  std::vector<uint32_t> seq = o.tokens;
-  std::vector<float> logits = model.forward(o.tokens, cache);
+  std::vector<uint32_t> seq = prompt;
+  std::vector<float> logits = model.forward(prompt, cache);
   std::vector<uint32_t> generated;
+  std::optional<text::StreamDecoder> stream;
+  if (tok) stream.emplace(*tok);
   for (int s = 0; s < o.max_tokens; ++s) {
     std::span<const float> last(logits.data() + logits.size() - c.vocab_size, c.vocab_size);
     uint32_t next = sampler.sample(last, seq);
     generated.push_back(next);
     seq.push_back(next);
-    if (std::find(c.eos_tokens.begin(), c.eos_tokens.end(), next) != c.eos_tokens.end()) break;
+    const bool eos = std::find(c.eos_tokens.begin(), c.eos_tokens.end(), next) != c.eos_tokens.end();
+    if (stream && !eos) out << stream->step(next) << std::flush;
+    if (eos) break;
     logits = model.forward(std::span<const uint32_t>(&next, 1), cache);
   }
+  if (stream) {
+    out << stream->finish() << "\n";
+    return;
+  }
   nlohmann::json j;
-  j["prompt_tokens"] = o.tokens;
+  j["prompt_tokens"] = prompt;
   j["tokens"] = generated;
   out << j.dump() << "\n";
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,15 @@ void run_logits(const LogitsOptions& o, std::ostream& out);
 
 struct RunOptions {
   std::string model;
-  std::vector<uint32_t> tokens;  // the prompt as token ids
+  std::vector<uint32_t> tokens;       // the prompt as token ids, or
+  std::optional<std::string> prompt;  // the prompt as text (model's tokenizer)
   int max_tokens = 32;
   engine::SamplingParams sampling;
 };
 
-// Generates and prints the new token ids (and their text where the model's
-// vocabulary can decode it). Stops at an end-of-sequence token.
+// Generates up to max_tokens, stopping at an end-of-sequence token. With a
+// text prompt, streams the generated text to out as it is produced; with
+// token ids, prints {"prompt_tokens": [...], "tokens": [...]} as JSON.
 void run_generate(const RunOptions& o, std::ostream& out);
 
 // "1 2 3" or "1,2,3" -> ids; throws Error on anything else.

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "launcher/generate.h"
 #include "launcher/inspect.h"
+#include "launcher/text_commands.h"
 
 namespace {
 
@@ -25,10 +26,16 @@ commands:
   logits --model PATH --tokens "ID ID ..." [--greedy N]
       Run the prompt through the model in one pass and print JSON: the logits of
       every prompt position, then N greedy steps with their logits.
-  run --model PATH --tokens "ID ID ..." [-n N] [--temperature T] [--top-k K]
-      [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S]
+  run --model PATH (--prompt TEXT | --tokens "ID ID ...") [-n N] [--temperature T]
+      [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S]
       Generate up to N tokens (default 32), greedy unless --temperature > 0.
-      (Text prompts arrive with the tokenizer; token ids are accepted today.)
+      With --prompt the model's own tokenizer encodes the text and the output
+      is streamed as text; with --tokens the new ids are printed as JSON.
+  tokenize --tokenizer PATH (--text S | --file F) [--no-add-special] [--no-parse-special]
+      Print {"ids": [...]} as Hugging Face's encode() gives them. PATH is a
+      Hugging Face directory, a tokenizer.json or a GGUF file.
+  detokenize --tokenizer PATH --ids "ID ID ..." [--skip-special]
+      Print {"text": "..."}.
   help
       Show this text.
 )";
@@ -119,9 +126,7 @@ int cmd_run(const std::vector<std::string>& args) {
   bool ok = parse_options(args, "run", [&](const std::string& k, const std::string& v) {
     if (k == "--model") o.model = v;
     else if (k == "--tokens") o.tokens = tandem::parse_token_ids(v);
-    else if (k == "--prompt")
-      throw tandem::Error(tandem::ErrorKind::kUnsupported,
-                          "--prompt needs the tokenizer, which is not built yet; pass --tokens");
+    else if (k == "--prompt") o.prompt = v;
     else if (k == "-n" || k == "--max-tokens") o.max_tokens = std::max(0, to_int(k, v));
     else if (k == "--temperature") o.sampling.temperature = to_float(k, v);
     else if (k == "--top-k") o.sampling.top_k = to_int(k, v);
@@ -134,8 +139,48 @@ int cmd_run(const std::vector<std::string>& args) {
   });
   if (!ok) return 2;
   if (o.model.empty()) o.model = default_model();
-  if (o.tokens.empty()) throw tandem::Error(tandem::ErrorKind::kInvalidInput, "--tokens is required");
+  if (o.tokens.empty() == !o.prompt.has_value())
+    throw tandem::Error(tandem::ErrorKind::kInvalidInput, "give exactly one of --prompt and --tokens");
   tandem::run_generate(o, std::cout);
+  return 0;
+}
+
+// Flags without values first, then "--name value" pairs.
+int cmd_tokenize(std::vector<std::string> args) {
+  tandem::TokenizeOptions o;
+  std::vector<std::string> rest;
+  for (const auto& a : args) {
+    if (a == "--no-add-special") o.add_special = false;
+    else if (a == "--no-parse-special") o.parse_special = false;
+    else rest.push_back(a);
+  }
+  bool ok = parse_options(rest, "tokenize", [&](const std::string& k, const std::string& v) {
+    if (k == "--tokenizer") o.tokenizer = v;
+    else if (k == "--text") o.text = v;
+    else if (k == "--file") o.file = v;
+    else return false;
+    return true;
+  });
+  if (!ok) return 2;
+  tandem::run_tokenize(o, std::cout);
+  return 0;
+}
+
+int cmd_detokenize(std::vector<std::string> args) {
+  tandem::DetokenizeOptions o;
+  std::vector<std::string> rest;
+  for (const auto& a : args) {
+    if (a == "--skip-special") o.skip_special = true;
+    else rest.push_back(a);
+  }
+  bool ok = parse_options(rest, "detokenize", [&](const std::string& k, const std::string& v) {
+    if (k == "--tokenizer") o.tokenizer = v;
+    else if (k == "--ids") o.ids = tandem::parse_token_ids(v);
+    else return false;
+    return true;
+  });
+  if (!ok) return 2;
+  tandem::run_detokenize(o, std::cout);
   return 0;
 }
 
@@ -154,6 +199,8 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(args);
     if (cmd == "logits") return cmd_logits(args);
     if (cmd == "run") return cmd_run(args);
+    if (cmd == "tokenize") return cmd_tokenize(args);
+    if (cmd == "detokenize") return cmd_detokenize(args);
     std::cerr << "tandem: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

@@ -1,7 +1,5 @@
 // `tandem inspect` as a user runs it: the real binary, its stdout, stderr and
 // exit code.
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -9,34 +7,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli_support.h"
 #include "tests/fixture_support.h"
 
 namespace tandem {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(TANDEM_BINARY_DIR) + "/bin/tandem " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
-
 TEST(InspectCli, DescribesAGgufFile) {
   TANDEM_REQUIRE_FIXTURES();
-  Result r = run("inspect --model " + (testing::fixtures_dir() / "deepseek3/model-q4_k_m.gguf").string());
+  CliResult r = run_tandem("inspect --model " + (testing::fixtures_dir() / "deepseek3/model-q4_k_m.gguf").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "GGUF v3")) << r.out;
   EXPECT_TRUE(has(r.out, "deepseek_v3"));
@@ -50,7 +29,7 @@ TEST(InspectCli, DescribesAGgufFile) {
 
 TEST(InspectCli, DescribesAnHfDirectoryAsJson) {
   TANDEM_REQUIRE_FIXTURES();
-  Result r = run("inspect --json --model " + (testing::fixtures_dir() / "mixtral/hf").string());
+  CliResult r = run_tandem("inspect --json --model " + (testing::fixtures_dir() / "mixtral/hf").string());
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["format"], "safetensors");
@@ -69,15 +48,15 @@ TEST(InspectCli, DescribesAnHfDirectoryAsJson) {
 TEST(InspectCli, CorruptFileGivesAClearErrorAndExitCode) {
   std::string path = ::testing::TempDir() + "/inspect_cli_corrupt.gguf";
   { std::ofstream(path, std::ios::binary) << "GGUF\x03\0\0\0garbage"; }
-  Result r = run("inspect --model " + path);
+  CliResult r = run_tandem("inspect --model " + path);
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(has(r.out, path)) << r.out;
   EXPECT_TRUE(has(r.out, "truncated")) << r.out;
   EXPECT_TRUE(has(r.out, "launcher/0 pid")) << r.out;  // logs carry role and pid
-  r = run("inspect --model /nonexistent/model.gguf");
+  r = run_tandem("inspect --model /nonexistent/model.gguf");
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(has(r.out, "no such file or directory")) << r.out;
-  r = run("inspect --bogus");
+  r = run_tandem("inspect --bogus");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.out, "unknown option '--bogus'")) << r.out;
 }
