@@ -72,7 +72,11 @@ BpeModel BpeModel::from_spec(const TokenizerSpec& spec) {
   m.merges_.reserve(spec.merges.size());
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const auto& [a, b] = spec.merges[rank];
-    auto ia = spec.vocab.find(a), ib = spec.vocab.find(b), im = spec.vocab.find(a + b);
+    // The merged token drops the right part's continuing-subword prefix.
+    const std::string& prefix = spec.continuing_subword_prefix;
+    const bool prefixed = !prefix.empty() && b.compare(0, prefix.size(), prefix) == 0;
+    const std::string merged = a + (prefixed ? b.substr(prefix.size()) : b);
+    auto ia = spec.vocab.find(a), ib = spec.vocab.find(b), im = spec.vocab.find(merged);
     if (ia == spec.vocab.end() || ib == spec.vocab.end() || im == spec.vocab.end())
       fail_invalid("{}: model.merges[{}] names a token missing from the vocab", spec.source, rank);
     // The first listing of a pair keeps its rank, as in Hugging Face.

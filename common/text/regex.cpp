@@ -264,7 +264,11 @@ class Compiler {
 class Matcher {
  public:
   Matcher(const Program& prog, std::u32string_view text)
-      : prog_(prog), t_(text.data()), n_(text.size()), regs_(prog.registers, SIZE_MAX) {
+      : prog_(prog), t_(text.data()), n_(text.size()), regs_(prog.registers, SIZE_MAX),
+        // Real split patterns backtrack a few times per position; a pattern
+        // with nested repetitions could take exponential time on hostile
+        // text, so a bounded budget turns that hang into a clear error.
+        steps_left_(uint64_t{4096} * (text.size() + 1) + (uint64_t{1} << 24)) {
     stack_.reserve(64);
   }
 
@@ -304,6 +308,7 @@ class Matcher {
   size_t n_;
   std::vector<size_t> regs_;
   std::vector<Frame> stack_;
+  uint64_t steps_left_;
 };
 
 bool Matcher::run(uint32_t pc, size_t pos, size_t& end) {
@@ -391,6 +396,11 @@ bool Matcher::run(uint32_t pc, size_t pos, size_t& end) {
 }
 
 bool Matcher::backtrack(size_t base, uint32_t& pc, size_t& pos) {
+  if (--steps_left_ == 0)
+    fail(ErrorKind::kInvalidInput,
+         "regex: pattern {} backtracks without bound on a text of {} characters (nested "
+         "repetitions?); it cannot be used as a tokenizer split pattern",
+         prog_.pattern.size() > 80 ? prog_.pattern.substr(0, 80) + "..." : prog_.pattern, n_);
   while (stack_.size() > base) {
     Frame& f = stack_.back();
     switch (f.kind) {

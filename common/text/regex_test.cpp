@@ -409,6 +409,23 @@ TEST(Regex, LongWhitespaceRunsNeedNoDeepStack) {
   EXPECT_EQ(m, (std::vector<Regex::Match>{{0, 100000}}));
 }
 
+TEST(Regex, CatastrophicBacktrackingIsAnErrorNotAHang) {
+  // (a+)+b on a run of a's without b takes 2^n steps in a plain backtracker.
+  const Regex re = Regex::compile("(a+)+b");
+  const std::u32string text(40, U'a');
+  std::vector<Regex::Match> out;
+  try {
+    re.find_all(text, out);
+    FAIL() << "expected the step budget to stop the search";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("backtracks without bound"), std::string::npos) << e.what();
+  }
+  // The same pattern on a short text still answers.
+  re.find_all(U"aaab", out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].end, 4u);
+}
+
 TEST(Regex, CopiesShareTheProgram) {
   const Regex a = Regex::compile("a+");
   Regex b = a;

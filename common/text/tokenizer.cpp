@@ -81,6 +81,13 @@ struct Section {
 struct PostProcessor {
   std::vector<uint32_t> before, after;
 
+  void check(const TokenizerSpec& spec, const std::string& where) const {
+    for (const auto* list : {&before, &after})
+      for (uint32_t id : *list)
+        if (id >= spec.n_ids() || spec.id_to_token[id].empty())
+          fail_invalid("{}: {}: special token id {} is not in the vocabulary", spec.source, where, id);
+  }
+
   static PostProcessor compile(const json& c, const TokenizerSpec& spec, const std::string& where) {
     PostProcessor p;
     if (c.is_null()) return p;
@@ -92,10 +99,13 @@ struct PostProcessor {
     };
     if (type == "ByteLevel") return p;
     if (type == "Sequence") {
+      if (!c.contains("processors") || !c["processors"].is_array())
+        fail_invalid("{}: {}.processors must be an array", spec.source, where);
       for (const auto& sub : c.value("processors", json::array())) {
+        // Each processor wraps what the previous ones produced.
         PostProcessor q = compile(sub, spec, where + ".processors[]");
-        p.before.insert(p.before.end(), q.before.begin(), q.before.end());
-        p.after.insert(p.after.begin(), q.after.begin(), q.after.end());
+        p.before.insert(p.before.begin(), q.before.begin(), q.before.end());
+        p.after.insert(p.after.end(), q.after.begin(), q.after.end());
       }
       return p;
     }
@@ -108,6 +118,7 @@ struct PostProcessor {
       };
       p.before.push_back(pair_id("cls"));
       p.after.push_back(pair_id("sep"));
+      p.check(spec, where);
       return p;
     }
     if (type == "TemplateProcessing") {
@@ -130,6 +141,7 @@ struct PostProcessor {
         auto& dst = seen_a ? p.after : p.before;
         dst.insert(dst.end(), ids.begin(), ids.end());
       }
+      p.check(spec, where);
       return p;
     }
     fail(ErrorKind::kUnsupported, "{}: {}: post-processor type \"{}\" is not supported", spec.source, where, type);
@@ -208,6 +220,16 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_spec(TokenizerSpec spec, json config) {
+  const std::string label = spec.source;
+  try {
+    return build(std::move(spec), std::move(config));
+  } catch (const json::exception& e) {
+    // A field of the wrong JSON type somewhere in the pipeline's sections.
+    fail_invalid("{}: a tokenizer field has the wrong type: {}", label, e.what());
+  }
+}
+
+Tokenizer Tokenizer::build(TokenizerSpec spec, json config) {
   auto impl = std::make_unique<Impl>();
   const std::string label = spec.source;
   impl->normalizer = Normalizer::compile(spec.normalizer, label);
@@ -267,8 +289,11 @@ Tokenizer Tokenizer::load(const std::string& path) {
     if (!exists(json_path))
       fail(ErrorKind::kNotFound, "{}: no tokenizer.json in this directory", path);
   } else {
-    std::string head = read_file(path).substr(0, 4);
-    if (head == "GGUF") return from_gguf(path);
+    char head[4] = {};
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorKind::kNotFound, fmt::format("cannot open {}: {}", path, std::strerror(errno)), errno);
+    in.read(head, 4);
+    if (in.gcount() == 4 && std::string_view(head, 4) == "GGUF") return from_gguf(path);
     const auto slash = path.find_last_of('/');
     const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
     config_path = dir + "/tokenizer_config.json";
@@ -362,11 +387,20 @@ StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special)
     : tok_(&tok), skip_special_(skip_special) {}
 
 std::string StreamDecoder::step(uint32_t id) {
+  // An id the tokenizer does not know (models often pad their vocabulary
+  // beyond the tokenizer's) decodes to nothing, as a skipped token would.
+  if (id >= tok_->n_vocab() || tok_->token_text(id).empty()) return {};
   ids_.push_back(id);
   std::string all = tok_->decode_bytes(ids_, skip_special_);
-  // Hold back while the newest bytes end inside a UTF-8 character or nothing
-  // new appeared.
-  if (all.size() <= prefix_.size() || utf8_complete_prefix(all) != all.size()) return {};
+  const bool complete = utf8_complete_prefix(all) == all.size();
+  if (complete && all == prefix_) {
+    // Nothing new (e.g. a skipped special token): drop it, so pending tokens
+    // cannot pile up and make every step slower.
+    ids_.pop_back();
+    return {};
+  }
+  // Hold back while the newest bytes end inside a UTF-8 character.
+  if (all.size() <= prefix_.size() || !complete) return {};
   size_t common = 0;
   while (common < prefix_.size() && common < all.size() && all[common] == prefix_[common]) ++common;
   std::string fresh = all.substr(common);

@@ -25,6 +25,10 @@
 
 #include "common/text/tokenizer_json.h"
 
+namespace tandem {
+class GgufFile;
+}
+
 namespace tandem::text {
 
 struct EncodeOptions {
@@ -77,14 +81,17 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  static Tokenizer build(TokenizerSpec spec, nlohmann::json config);
+  static Tokenizer from_gguf_file(const GgufFile& f, const std::string& path);
   std::unique_ptr<Impl> impl_;
 };
 
 // Incremental detokenisation for streaming output: feed ids one at a time,
 // get the text they complete. Never returns part of a UTF-8 character; the
 // concatenation of all returned pieces plus finish() equals decode(all ids)
-// (up to decoders whose output depends on later tokens, which none of the
-// supported ones do beyond the leading-space strip handled by keeping context).
+// without clean_up_spaces (tokenization-space clean-up needs the text that
+// follows, so streams never apply it). Ids outside the tokenizer's vocabulary
+// (models often pad theirs) decode to nothing.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true);

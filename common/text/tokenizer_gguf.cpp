@@ -40,21 +40,50 @@ json byte_level(bool use_regex) {
           {"use_regex", use_regex}};
 }
 
-json pre_tokenizer_for(const std::string& pre, const std::string& path) {
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen")
-    return {{"type", "Sequence"}, {"pretokenizers", {split(kQwen2), byte_level(false)}}};
-  if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3" || pre == "smaug-bpe")
-    return {{"type", "Sequence"}, {"pretokenizers", {split(kLlama3), byte_level(false)}}};
-  if (pre == "deepseek-v3")
-    return {{"type", "Sequence"},
-            {"pretokenizers",
-             {split(kDeepseekV3[0]), split(kDeepseekV3[1]), split(kDeepseekV3[2]),
-              byte_level(false)}}};
-  if (pre == "gpt-2" || pre == "gpt2" || pre == "default" || pre.empty()) return byte_level(true);
-  fail(ErrorKind::kUnsupported,
-       "{}: tokenizer.ggml.pre \"{}\" is not supported (supported: qwen2, deepseek-r1-qwen, "
-       "llama-bpe, llama3, smaug-bpe, deepseek-v3, gpt-2, default)",
-       path, pre);
+// What a byte-level GGUF's tokenizer.ggml.pre implies, as llama.cpp reads it:
+// the split patterns, and for the Llama 3 family whole-word vocabulary
+// lookups (ignore_merges) and a BOS by default. clean_up follows the
+// family's own tokenizer_config.json.
+struct PreTokenizerPlan {
+  json pre_tokenizer;
+  bool ignore_merges = false;
+  bool add_bos_default = false;
+  bool clean_up = false;
+};
+
+PreTokenizerPlan plan_for(const std::string& pre, const std::string& path) {
+  PreTokenizerPlan p;
+  auto sequence = [](std::initializer_list<const char*> patterns) {
+    json list = json::array();
+    for (const char* pattern : patterns) list.push_back(split(pattern));
+    list.push_back(byte_level(false));
+    return json{{"type", "Sequence"}, {"pretokenizers", list}};
+  };
+  if (pre == "qwen2" || pre == "deepseek-r1-qwen") {
+    p.pre_tokenizer = sequence({kQwen2});
+  } else if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3") {
+    p.pre_tokenizer = sequence({kLlama3});
+    p.ignore_merges = true;
+    p.add_bos_default = true;
+    p.clean_up = true;
+  } else if (pre == "smaug-bpe") {
+    p.pre_tokenizer = sequence({kLlama3});
+  } else if (pre == "deepseek-v3") {
+    p.pre_tokenizer = sequence({kDeepseekV3[0], kDeepseekV3[1], kDeepseekV3[2]});
+  } else if (pre == "gpt-2" || pre == "gpt2") {
+    p.pre_tokenizer = byte_level(true);
+  } else if (pre == "default" || pre.empty()) {
+    // llama.cpp's default byte-level splits, applied in turn.
+    p.pre_tokenizer = sequence({R"([\p{P}\$\+<=>\^~\|]+)",
+                                R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+                                R"(\p{N}+)", R"([0-9][0-9][0-9])"});
+  } else {
+    fail(ErrorKind::kUnsupported,
+         "{}: tokenizer.ggml.pre \"{}\" is not supported (supported: qwen2, deepseek-r1-qwen, "
+         "llama-bpe, llama3, llama-v3, smaug-bpe, deepseek-v3, gpt-2, default)",
+         path, pre);
+  }
+  return p;
 }
 
 std::vector<std::string> string_array(const GgufFile& f, const std::string& key, bool required) {
@@ -120,6 +149,14 @@ json merges_from_scores(const std::vector<std::string>& tokens, const std::vecto
 
 Tokenizer Tokenizer::from_gguf(const std::string& path) {
   const GgufFile f = GgufFile::open(path);
+  try {
+    return from_gguf_file(f, path);
+  } catch (const json::exception& e) {
+    fail_invalid("{}: tokenizer metadata could not be converted: {}", path, e.what());
+  }
+}
+
+Tokenizer Tokenizer::from_gguf_file(const GgufFile& f, const std::string& path) {
   const std::string model = f.get_string("tokenizer.ggml.model").value_or("");
   if (model.empty()) fail_invalid("{}: no tokenizer.ggml.model: this GGUF carries no tokenizer", path);
   if (model != "gpt2" && model != "llama")
@@ -132,24 +169,32 @@ Tokenizer Tokenizer::from_gguf(const std::string& path) {
   std::unordered_map<std::string, uint32_t> index;
   json added = json::array();
   for (size_t id = 0; id < tokens.size(); ++id) {
+    if (!is_valid_utf8(tokens[id]))
+      fail_invalid("{}: tokenizer.ggml.tokens[{}] is not valid UTF-8", path, id);
     // A text listed twice keeps its first id (later ones are unreachable).
     if (!index.emplace(tokens[id], static_cast<uint32_t>(id)).second) continue;
     vocab[tokens[id]] = id;
     const int type = types.empty() ? 1 : types[id];
-    if (type == 3 || type == 4)
+    // Unknown (2) and control (3) tokens are special, user-defined (4) not;
+    // all three are matched as text in the input, as llama.cpp does.
+    if (type == 2 || type == 3 || type == 4)
       added.push_back({{"id", id}, {"content", tokens[id]}, {"single_word", false},
                        {"lstrip", false}, {"rstrip", false}, {"normalized", false},
-                       {"special", type == 3}});
+                       {"special", type != 4}});
   }
-  auto token_of = [&](const char* key) -> std::optional<uint32_t> {
+  // llama.cpp's defaults for SentencePiece vocabularies: <unk>=0, <s>=1, </s>=2.
+  auto token_of = [&](const char* key, std::optional<uint64_t> spm_default) -> std::optional<uint32_t> {
     auto v = f.get_uint(key);
+    if (!v && spm) v = spm_default;
     if (v && *v >= tokens.size()) fail_invalid("{}: {} = {} is outside the vocabulary", path, key, *v);
     return v ? std::optional<uint32_t>(static_cast<uint32_t>(*v)) : std::nullopt;
   };
-  const auto bos = token_of("tokenizer.ggml.bos_token_id");
-  const auto eos = token_of("tokenizer.ggml.eos_token_id");
-  const auto unk = token_of("tokenizer.ggml.unknown_token_id");
-  const bool add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
+  const auto bos = token_of("tokenizer.ggml.bos_token_id", 1);
+  const auto eos = token_of("tokenizer.ggml.eos_token_id", 2);
+  const auto unk = token_of("tokenizer.ggml.unknown_token_id", 0);
+  PreTokenizerPlan plan;
+  if (!spm) plan = plan_for(f.get_string("tokenizer.ggml.pre").value_or(""), path);
+  const bool add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(spm || plan.add_bos_default);
   const bool add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
 
   json tj;
@@ -188,9 +233,10 @@ Tokenizer Tokenizer::from_gguf(const std::string& path) {
                    {"merges", merges_from_scores(tokens, scores, types, index)}};
   } else {
     tj["normalizer"] = nullptr;
-    tj["pre_tokenizer"] = pre_tokenizer_for(f.get_string("tokenizer.ggml.pre").value_or(""), path);
+    tj["pre_tokenizer"] = plan.pre_tokenizer;
     tj["decoder"] = byte_level(true);
     tj["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"byte_fallback", false},
+                   {"ignore_merges", plan.ignore_merges},
                    {"merges", string_array(f, "tokenizer.ggml.merges", true)}};
   }
 
@@ -199,7 +245,7 @@ Tokenizer Tokenizer::from_gguf(const std::string& path) {
   if (eos) config["eos_token"] = tokens[*eos];
   if (unk) config["unk_token"] = tokens[*unk];
   if (auto t = f.get_string("tokenizer.chat_template")) config["chat_template"] = *t;
-  config["clean_up_tokenization_spaces"] = false;
+  config["clean_up_tokenization_spaces"] = plan.clean_up;
   TokenizerSpec spec = parse_tokenizer_json(tj.dump(), path);
   return from_spec(std::move(spec), std::move(config));
 }
