@@ -36,6 +36,11 @@ commands:
       Hugging Face directory, a tokenizer.json or a GGUF file.
   detokenize --tokenizer PATH --ids "ID ID ..." [--skip-special]
       Print {"text": "..."}.
+  chat-template --tokenizer PATH --messages FILE.json [--add-generation-prompt]
+      [--tools FILE.json] [--var NAME=JSON ...]
+      Render the model's chat template (tokenizer_config.json or GGUF) for the
+      conversation in FILE.json (an array of messages, or {"messages", "tools"});
+      --var sets other template variables, e.g. --var enable_thinking=false.
   help
       Show this text.
 )";
@@ -184,6 +189,30 @@ int cmd_detokenize(std::vector<std::string> args) {
   return 0;
 }
 
+int cmd_chat_template(std::vector<std::string> args) {
+  tandem::ChatTemplateOptions o;
+  std::vector<std::string> rest;
+  for (const auto& a : args) {
+    if (a == "--add-generation-prompt") o.add_generation_prompt = true;
+    else rest.push_back(a);
+  }
+  bool ok = parse_options(rest, "chat-template", [&](const std::string& k, const std::string& v) {
+    if (k == "--tokenizer") o.tokenizer = v;
+    else if (k == "--messages") o.messages_file = v;
+    else if (k == "--tools") o.tools_file = v;
+    else if (k == "--var") {
+      const auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw tandem::Error(tandem::ErrorKind::kInvalidInput, "--var expects NAME=JSON, got '" + v + "'");
+      o.vars.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else return false;
+    return true;
+  });
+  if (!ok) return 2;
+  tandem::run_chat_template(o, std::cout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +230,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(args);
     if (cmd == "tokenize") return cmd_tokenize(args);
     if (cmd == "detokenize") return cmd_detokenize(args);
+    if (cmd == "chat-template") return cmd_chat_template(args);
     std::cerr << "tandem: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

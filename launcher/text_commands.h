@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tandem {
@@ -25,5 +26,15 @@ struct DetokenizeOptions {
 };
 // Prints {"text": "..."}.
 void run_detokenize(const DetokenizeOptions& o, std::ostream& out);
+
+struct ChatTemplateOptions {
+  std::string tokenizer;
+  std::string messages_file;  // a JSON array of messages, or {"messages": [...], "tools": [...]}
+  std::optional<std::string> tools_file;
+  bool add_generation_prompt = false;
+  std::vector<std::pair<std::string, std::string>> vars;  // name, JSON value
+};
+// Prints the rendered prompt exactly (no trailing newline added).
+void run_chat_template(const ChatTemplateOptions& o, std::ostream& out);
 
 }  // namespace tandem

@@ -1,4 +1,4 @@
-// `tandem tokenize`, `detokenize` and `run --prompt` as a user runs them.
+// `tandem tokenize`, `detokenize`, `chat-template` and `run --prompt` as a user runs them.
 #include <fstream>
 #include <string>
 
@@ -65,6 +65,26 @@ TEST(TextCli, RunWithATextPromptEqualsRunWithItsIds) {
   CliResult by_prompt = run_tandem("run --model " + model + " --prompt 'Hello world' -n 10", false);
   ASSERT_EQ(by_prompt.code, 0) << by_prompt.out;
   EXPECT_EQ(by_prompt.out, json::parse(text.out)["text"].get<std::string>() + "\n");
+}
+
+TEST(TextCli, ChatTemplateRendersTheModelsTemplate) {
+  TANDEM_REQUIRE_FIXTURES();
+  const std::string file = ::testing::TempDir() + "tandem_text_cli_messages.json";
+  std::ofstream(file) << R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}])";
+  for (const char* tok : {"qwen3moe/hf", "qwen3moe/model-f32.gguf"}) {
+    SCOPED_TRACE(tok);
+    const std::string base = "chat-template --tokenizer " + (testing::fixtures_dir() / tok).string() + " --messages " + file;
+    CliResult with = run_tandem(base + " --add-generation-prompt", false);
+    ASSERT_EQ(with.code, 0) << with.out;
+    EXPECT_TRUE(has(with.out, "<|im_start|>user\nHi there<|im_end|>\n")) << with.out;
+    EXPECT_TRUE(with.out.size() > 22 && with.out.substr(with.out.size() - 22) == "<|im_start|>assistant\n") << with.out;
+    CliResult without = run_tandem(base, false);
+    ASSERT_EQ(without.code, 0) << without.out;
+    EXPECT_FALSE(has(without.out, "<|im_start|>assistant")) << without.out;
+  }
+  CliResult bad = run_tandem("chat-template --tokenizer " + (testing::fixtures_dir() / "qwen3moe/hf").string() + " --messages /nonexistent.json");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_TRUE(has(bad.out, "/nonexistent.json")) << bad.out;
 }
 
 TEST(TextCli, MisuseGetsAClearMessage) {
