@@ -8,6 +8,10 @@
 // prepend_scheme always/first/never, split), Digits, Punctuation, Whitespace,
 // WhitespaceSplit, BertPreTokenizer. Anything else is rejected by name.
 //
+// Where Hugging Face's JavaScript port simplifies (Split behaviours other than
+// Isolated/Removed, invert, Metaspace's split, Punctuation and Digits), the
+// Rust crate's semantics are followed, since that is what Python users get.
+//
 // ByteLevel maps each UTF-8 byte to its printable stand-in character (GPT-2's
 // bytes_to_unicode), so words after it are in the byte-level alphabet that
 // byte-level vocabularies are written in.
