@@ -10,18 +10,6 @@ using nlohmann::json;
 
 namespace {
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  if (from.empty()) return;
-  std::string out;
-  size_t pos = 0;
-  for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
-    out.append(s, pos, hit - pos);
-    out += to;
-  }
-  out.append(s, pos, std::string::npos);
-  s = std::move(out);
-}
-
 // "<0x41>" -> 0x41.
 bool parse_byte_token(const std::string& t, uint8_t* b) {
   if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return false;

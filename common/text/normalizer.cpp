@@ -65,6 +65,18 @@ std::string_view js_trim_end(std::string_view s) {
   return s.substr(0, end);
 }
 
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  if (from.empty()) return;
+  std::string out;
+  size_t pos = 0;
+  for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+    out.append(s, pos, hit - pos);
+    out += to;
+  }
+  out.append(s, pos, std::string::npos);
+  s = std::move(out);
+}
+
 std::string regex_replace_all(const Regex& re, std::string_view text, std::string_view content) {
   const std::u32string cps = decode_utf8(text);
   std::vector<Regex::Match> matches;
@@ -173,18 +185,7 @@ std::string Normalizer::apply(std::string_view text) const {
         cur = encode_utf8(kept);
         break;
       }
-      case Kind::kReplaceString: {
-        if (s.a.empty()) break;
-        std::string out;
-        size_t pos = 0;
-        for (size_t hit; (hit = cur.find(s.a, pos)) != std::string::npos; pos = hit + s.a.size()) {
-          out.append(cur, pos, hit - pos);
-          out += s.b;
-        }
-        out.append(cur, pos, std::string::npos);
-        cur = std::move(out);
-        break;
-      }
+      case Kind::kReplaceString: replace_all(cur, s.a, s.b); break;
       case Kind::kReplaceRegex: cur = regex_replace_all(*s.regex, cur, s.b); break;
     }
   }

@@ -49,6 +49,10 @@ bool is_js_trim_space(char32_t cp);
 std::string_view js_trim_start(std::string_view s);
 std::string_view js_trim_end(std::string_view s);
 
+// Replaces every occurrence of the literal `from` in s with `to` (nothing
+// when from is empty).
+void replace_all(std::string& s, std::string_view from, std::string_view to);
+
 // Replaces every match of re in text (UTF-8) with content.
 std::string regex_replace_all(const Regex& re, std::string_view text, std::string_view content);
 
