@@ -1,0 +1,67 @@
+#include "common/shm/process.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace tandem {
+namespace {
+
+// Parses /proc/PID/stat: "pid (comm) state ppid ... starttime(22) ...". comm
+// may contain spaces and parentheses, so fields are counted after the last ')'.
+std::optional<ProcessId> read_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return std::nullopt;
+  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(line.substr(close + 1));
+  std::string field;
+  char state = 0;
+  rest >> state;  // field 3
+  if (state == 'Z' || state == 'X' || state == 'x') return std::nullopt;
+  for (int f = 4; f < 22; ++f) rest >> field;
+  uint64_t start = 0;
+  if (!(rest >> start)) return std::nullopt;
+  return ProcessId{pid, start};
+}
+
+}  // namespace
+
+ProcessId self_process() {
+  auto me = read_stat(::getpid());
+  if (!me) throw Error(ErrorKind::kSystem, "cannot read /proc/self/stat");
+  return *me;
+}
+
+std::optional<ProcessId> find_process(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  return read_stat(pid);
+}
+
+bool is_alive(const ProcessId& id) {
+  auto now = find_process(id.pid);
+  return now && now->start_ticks == id.start_ticks;
+}
+
+std::string to_string(const ProcessId& id) {
+  return std::to_string(id.pid) + ":" + std::to_string(id.start_ticks);
+}
+
+ProcessId parse_process_id(const std::string& text) {
+  ProcessId id;
+  size_t colon = text.find(':');
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (colon == std::string::npos ||
+      std::from_chars(b, b + colon, id.pid).ec != std::errc() ||
+      std::from_chars(b + colon + 1, e, id.start_ticks).ptr != e || id.pid <= 0)
+    fail_invalid("malformed process id '{}' (expected pid:start_ticks)", text);
+  return id;
+}
+
+}  // namespace tandem
