@@ -11,6 +11,7 @@ const char* to_string(ErrorKind kind) {
     case ErrorKind::kNotFound: return "not found";
     case ErrorKind::kSystem: return "system error";
     case ErrorKind::kTimeout: return "timeout";
+    case ErrorKind::kPeerLost: return "peer lost";
     case ErrorKind::kInternal: return "internal error";
   }
   return "error";

@@ -21,6 +21,7 @@ enum class ErrorKind {
   kNotFound,       // a named file, tensor or key is absent
   kSystem,         // a syscall failed (errno attached)
   kTimeout,        // a peer or operation did not answer within its deadline
+  kPeerLost,       // a peer process died, restarted, or said it is dying
   kInternal,       // a broken invariant inside Tandem (a bug)
 };
 
