@@ -1,7 +1,7 @@
 @0xd52d1b0e2c74abfe;
 # The weight arena's manifest: what the loader publishes so that every other
 # process can find each tensor without re-reading the model files.
-# The shared-memory issue fills it; the model readers produce its entries.
+# It lives inside the arena file itself (see common/arena/arena_format.h).
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("tandem::proto");
@@ -35,7 +35,12 @@ struct TensorEntry {
   # columns (down) of the full tensor this slice holds.
   sliceBegin @7 :UInt64;
   sliceEnd @8 :UInt64;
+  # The expert worker this slice belongs to; -1 for dense tensors, which are
+  # stored once and read by the attention side.
+  worker @9 :Int32;
 }
+
+enum SourceFormat { gguf @0; huggingFace @1; }
 
 struct Manifest {
   version @0 :UInt32;
@@ -43,4 +48,11 @@ struct Manifest {
   architecture @2 :Text;
   configJson @3 :Text;    # the ModelConfig, as JSON, for processes that need it
   tensors @4 :List(TensorEntry);
+  sourcePath @5 :Text;    # the model as the user named it
+  sourceFormat @6 :SourceFormat;
+  # Physical NUMA node of each expert worker (index = worker). Several
+  # workers may share a node (virtual nodes on one socket).
+  workerNodes @7 :List(Int32);
+  # Kernel layout generation: an arena built for other kernels is rebuilt.
+  layoutVersion @8 :UInt32;
 }

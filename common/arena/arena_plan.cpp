@@ -1,0 +1,137 @@
+#include "common/arena/arena_plan.h"
+
+#include <numeric>
+
+#include "common/arena/arena_format.h"
+#include "common/arena/identity.h"
+#include "common/error.h"
+
+namespace tandem::arena {
+namespace {
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint64_t numel(const std::vector<uint64_t>& s) {
+  return std::accumulate(s.begin(), s.end(), uint64_t{1}, std::multiplies<>());
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "blk.7.ffn_up_exps.weight" -> "blk.7."
+std::string layer_prefix(const std::string& name) {
+  size_t dot = name.find('.', 4);
+  return name.substr(0, dot + 1);
+}
+
+struct FRange {
+  uint64_t begin, end;
+};
+
+// Splits F into `workers` contiguous ranges of whole `granule`s, as even as
+// the granule allows (earlier workers take the remainder).
+std::vector<FRange> split_f(uint64_t f, uint64_t granule, size_t workers, const std::string& what) {
+  if (f % granule != 0)
+    throw Error(ErrorKind::kInvalidInput,
+                fmt::format("{}: intermediate size {} is not a whole number of {}-element blocks",
+                            what, f, granule));
+  uint64_t units = f / granule;
+  std::vector<FRange> out;
+  uint64_t at = 0;
+  for (size_t w = 0; w < workers; ++w) {
+    uint64_t n = units / workers + (w < units % workers ? 1 : 0);
+    out.push_back({at * granule, (at + n) * granule});
+    at += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+uint64_t ArenaPlan::tensor_bytes() const {
+  uint64_t n = 0;
+  for (const Placement& p : placements) n += p.bytes;
+  return n;
+}
+
+DType stored_dtype(const MappedTensor& t) {
+  if (t.shape.size() == 1) return DType::kF32;
+  for (const TensorPiece& p : t.pieces)
+    if (p.transpose || !p.src->scale.empty()) return DType::kF32;
+  return t.dtype;
+}
+
+bool is_routed_expert(const std::string& name) {
+  return name.rfind("blk.", 0) == 0 &&
+         (ends_with(name, ".ffn_gate_exps.weight") || ends_with(name, ".ffn_up_exps.weight") ||
+          ends_with(name, ".ffn_down_exps.weight"));
+}
+
+ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
+                     uint64_t alignment) {
+  if (worker_nodes.empty())
+    throw Error(ErrorKind::kInvalidInput, "an arena needs at least one expert worker");
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    throw Error(ErrorKind::kInvalidInput, fmt::format("arena alignment {} is not a power of two", alignment));
+  ArenaPlan plan;
+  plan.worker_nodes = worker_nodes;
+  plan.alignment = alignment;
+  Hasher h;
+  h.add(kLayoutVersion).add(alignment).add(uint64_t(worker_nodes.size()));
+  for (int n : worker_nodes) h.add(int64_t(n));
+  plan.hash = h.value();
+
+  uint64_t at = align_up(kHeaderBytes, alignment);
+  auto place = [&](Placement p) {
+    auto bytes = bytes_for(p.dtype, numel(p.shape));
+    if (!bytes)
+      throw Error(ErrorKind::kInvalidInput,
+                  fmt::format("{}: {} elements are not whole {} blocks", p.name, numel(p.shape),
+                              name(p.dtype)));
+    p.bytes = *bytes;
+    p.offset = at;
+    at = align_up(at + p.bytes, alignment);
+    plan.placements.push_back(std::move(p));
+  };
+
+  plan.dense.begin = at;
+  for (const MappedTensor& t : map.tensors()) {
+    if (is_routed_expert(t.name)) continue;
+    place({.name = t.name, .source = &t, .dtype = stored_dtype(t), .shape = t.shape});
+  }
+  plan.dense.end = at;
+
+  // F ranges per MoE layer, from that layer's down projection: its columns
+  // are split, so they must be whole blocks of its stored type.
+  const size_t W = worker_nodes.size();
+  auto ranges_for = [&](const std::string& name) {
+    const MappedTensor& down = map.at(layer_prefix(name) + "ffn_down_exps.weight");
+    if (down.shape.size() != 3)
+      throw Error(ErrorKind::kInvalidInput, fmt::format("{}: expected [experts, hidden, ffn]", down.name));
+    return split_f(down.shape[2], info(stored_dtype(down)).block_elems, W, down.name);
+  };
+  for (size_t w = 0; w < W; ++w) {
+    Region region{at, at, worker_nodes[w]};
+    for (const MappedTensor& t : map.tensors()) {
+      if (!is_routed_expert(t.name)) continue;
+      if (t.shape.size() != 3)
+        throw Error(ErrorKind::kInvalidInput,
+                    fmt::format("{}: routed experts must be [experts, rows, cols]", t.name));
+      FRange r = ranges_for(t.name)[w];
+      bool down = ends_with(t.name, ".ffn_down_exps.weight");
+      Placement p{.name = t.name, .source = &t, .dtype = stored_dtype(t), .shape = t.shape,
+                  .worker = int(w), .node = worker_nodes[w],
+                  .split = down ? SplitAxis::kCols : SplitAxis::kRows,
+                  .slice_begin = r.begin, .slice_end = r.end};
+      p.shape[down ? 2 : 1] = r.end - r.begin;
+      place(std::move(p));
+    }
+    region.end = at;
+    plan.workers.push_back(region);
+  }
+  plan.data_end = at;
+  return plan;
+}
+
+}  // namespace tandem::arena

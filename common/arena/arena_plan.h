@@ -1,0 +1,68 @@
+// Where every tensor goes in the weight arena. A pure function of the model's
+// tensor map and the expert workers' NUMA nodes, so it can be tested without
+// building anything.
+//
+// Dense tensors are stored once. Routed experts are split tensor-parallel
+// across the expert workers along their intermediate dimension F: worker w
+// holds rows [f0, f1) of every expert's gate and up ([E, F, H] -> [E, f1-f0, H])
+// and the same columns of down ([E, H, F] -> [E, H, f1-f0]), so each worker
+// computes silu(gate) * up for its F range and a partial sum of down that the
+// requester adds up. F ranges are whole quantisation blocks of down's type.
+//
+// Stored types are what the CPU kernels consume (layout "rowmajor"): a
+// tensor's own type where the map keeps whole source rows (gathers included),
+// F32 where it transposes or applies FP8 block scales, and F32 for 1-D
+// tensors (norms, biases).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/model/tensor_map.h"
+
+namespace tandem::arena {
+
+enum class SplitAxis { kNone, kRows, kCols };
+
+struct Placement {
+  std::string name;
+  const MappedTensor* source = nullptr;
+  DType dtype = DType::kF32;       // stored type
+  std::vector<uint64_t> shape;     // stored shape (a slice's shape for experts)
+  uint64_t offset = 0;             // in the file
+  uint64_t bytes = 0;
+  int worker = -1;                 // -1: dense
+  int node = -1;                   // physical NUMA node, -1: not bound
+  SplitAxis split = SplitAxis::kNone;
+  uint64_t slice_begin = 0, slice_end = 0;  // F range of a split expert tensor
+};
+
+struct Region {
+  uint64_t begin = 0, end = 0;     // bytes, aligned
+  int node = -1;
+};
+
+struct ArenaPlan {
+  std::vector<int> worker_nodes;
+  uint64_t alignment = 4096;
+  std::vector<Placement> placements;
+  Region dense;
+  std::vector<Region> workers;     // one per worker
+  uint64_t data_end = 0;           // manifest starts here
+  uint64_t hash = 0;               // of worker nodes, alignment, layout version
+  uint64_t tensor_bytes() const;
+};
+
+// The stored type of a canonical tensor (see the file comment).
+DType stored_dtype(const MappedTensor& t);
+// True for a routed-expert tensor that is split across workers.
+bool is_routed_expert(const std::string& name);
+
+// worker_nodes: the physical NUMA node of each expert worker (at least one).
+// alignment: of every tensor and region (the page or huge page size).
+ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
+                     uint64_t alignment);
+
+}  // namespace tandem::arena

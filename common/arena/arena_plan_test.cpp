@@ -1,0 +1,103 @@
+#include "common/arena/arena_plan.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "common/model/model_source.h"
+#include "tools/gen_model/gen_model.h"
+
+namespace tandem::arena {
+namespace {
+namespace fs = std::filesystem;
+
+// A tiny DeepSeek-V3 (dense leading layer, shared expert, MLA) in `dtype`.
+std::unique_ptr<ModelSource> tiny_model(DType dtype, const std::string& tag) {
+  std::string path = (fs::temp_directory_path() /
+                      fmt::format("tandem-plan-test-{}-{}.gguf", ::getpid(), tag)).string();
+  genmodel::GenOptions o;
+  o.config = genmodel::preset_config(Arch::kDeepseekV3, "tiny");
+  o.dtype = dtype;
+  o.progress = false;
+  genmodel::generate(o, path);
+  auto src = ModelSource::open(path);
+  fs::remove(path);  // the mapping keeps the data alive
+  return src;
+}
+
+TEST(ArenaPlan, SplitsExpertsIntoWholeBlocksStoredOnce) {
+  auto src = tiny_model(DType::kQ8_0, "q8");
+  const TensorMap& map = src->tensors();
+  for (size_t workers : {1u, 2u, 3u}) {
+    SCOPED_TRACE(fmt::format("{} workers", workers));
+    ArenaPlan plan = plan_arena(map, std::vector<int>(workers, 0), 4096);
+    ASSERT_EQ(plan.workers.size(), workers);
+    uint64_t expert_bytes = 0, slice_bytes = 0;
+    for (const MappedTensor& t : map.tensors())
+      if (is_routed_expert(t.name)) expert_bytes += *bytes_for(stored_dtype(t), t.n_elems());
+    uint64_t prev_end = 0;
+    for (const Placement& p : plan.placements) {
+      EXPECT_EQ(p.offset % 4096, 0u) << p.name;
+      EXPECT_GE(p.offset, prev_end) << p.name << " overlaps the tensor before it";
+      prev_end = p.offset + p.bytes;
+      if (p.worker < 0) {
+        EXPECT_FALSE(is_routed_expert(p.name));
+        EXPECT_LE(p.offset + p.bytes, plan.dense.end);
+        continue;
+      }
+      slice_bytes += p.bytes;
+      const Region& r = plan.workers[size_t(p.worker)];
+      EXPECT_GE(p.offset, r.begin);
+      EXPECT_LE(p.offset + p.bytes, r.end) << p.name << " leaves its worker's region";
+      EXPECT_EQ(p.split, p.name.find("down") != std::string::npos ? SplitAxis::kCols : SplitAxis::kRows);
+    }
+    EXPECT_LE(prev_end, plan.data_end);
+    // Every expert byte is in exactly one slice.
+    EXPECT_EQ(slice_bytes, expert_bytes);
+    // Per tensor, the workers' F ranges tile [0, F) in order, in whole blocks.
+    for (const MappedTensor& t : map.tensors()) {
+      if (!is_routed_expert(t.name)) continue;
+      uint64_t at = 0;
+      for (size_t w = 0; w < workers; ++w) {
+        auto it = std::find_if(plan.placements.begin(), plan.placements.end(),
+                               [&](const Placement& p) { return p.name == t.name && p.worker == int(w); });
+        ASSERT_NE(it, plan.placements.end()) << t.name << " has no slice for worker " << w;
+        EXPECT_EQ(it->slice_begin, at);
+        EXPECT_EQ(it->slice_begin % 32, 0u);  // q8_0 blocks
+        at = it->slice_end;
+      }
+      const uint64_t f = t.name.find("down") != std::string::npos ? t.shape[2] : t.shape[1];
+      EXPECT_EQ(at, f) << t.name;
+    }
+  }
+}
+
+TEST(ArenaPlan, HashFollowsWorkersNodesAndAlignment) {
+  auto src = tiny_model(DType::kF32, "f32");
+  const TensorMap& map = src->tensors();
+  uint64_t a = plan_arena(map, {0, 0}, 4096).hash;
+  EXPECT_EQ(a, plan_arena(map, {0, 0}, 4096).hash);
+  EXPECT_NE(a, plan_arena(map, {0}, 4096).hash);
+  EXPECT_NE(a, plan_arena(map, {0, 1}, 4096).hash);
+  EXPECT_NE(a, plan_arena(map, {0, 0}, 2 << 20).hash);
+  EXPECT_THROW(plan_arena(map, {}, 4096), Error);
+  EXPECT_THROW(plan_arena(map, {0}, 3000), Error);
+}
+
+TEST(ArenaPlan, StoredTypes) {
+  auto src = tiny_model(DType::kQ4_K, "q4k");
+  for (const MappedTensor& t : src->tensors().tensors()) {
+    if (t.shape.size() == 1) {
+      EXPECT_EQ(stored_dtype(t), DType::kF32) << t.name;
+    } else if (t.zero_copy()) {
+      EXPECT_EQ(stored_dtype(t), t.dtype) << t.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::arena
