@@ -15,13 +15,8 @@ namespace tandem {
 namespace {
 namespace fs = std::filesystem;
 
-std::string test_base() {
-  return (fs::temp_directory_path() / ("tandem-shmfile-test-" + std::to_string(::getpid())))
-      .string();
-}
-
 TEST(SharedFile, CreateMapShareAndRefuse) {
-  RunDirectory run = RunDirectory::create(test_base());
+  RunDirectory run = RunDirectory::create();
   std::string path = run.file("seg");
   FileDescriptor fd = create_shared_file(path, 8192, /*reserve=*/true);
   struct stat st {};
@@ -50,7 +45,7 @@ TEST(SharedFile, CreateMapShareAndRefuse) {
     EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
   }
   run.remove();
-  fs::remove_all(test_base());
+  EXPECT_FALSE(fs::exists(path));
 }
 
 }  // namespace
