@@ -200,6 +200,7 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
     try {
       FileDescriptor fd = create_shared_file(tmp, file_bytes, /*reserve=*/false);
       Mapping map = Mapping::map_shared(fd.get(), file_bytes, Access::kReadWrite, tmp);
+      ProgressMeter progress(plan.tensor_bytes(), options);
       ::madvise(map.data(), file_bytes, MADV_HUGEPAGE);  // a hint; tmpfs may ignore it
       // Policies first: pages are allocated on first touch below, from the node
       // the policy names.
@@ -207,6 +208,9 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
       for (const Region& r : plan.workers)
         if (r.end > r.begin && !bind_to_node(map.data() + r.begin, r.end - r.begin, r.node))
           stats.numa_bound = false;
+      // Allocate every page now, in bulk and under the policies just set, rather
+      // than one fault at a time while copying.
+      ::madvise(map.data(), file_bytes, MADV_POPULATE_WRITE);
       if (!stats.numa_bound) spdlog::warn("the kernel refuses memory policies here: expert slices are not bound to their nodes");
 
       ArenaHeader& h = *reinterpret_cast<ArenaHeader*>(map.data());
@@ -231,7 +235,6 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
         if (g.empty()) order.push_back(p.source);
         g.push_back(&p);
       }
-      ProgressMeter progress(plan.tensor_bytes(), options);
       for (const MappedTensor* t : order) {
         const auto& group = groups[t];
         with_context([&] { return "while writing tensor " + t->name; },
