@@ -94,7 +94,8 @@ struct Dying {
   code @1 :ErrorCode;
 }
 
-# A failed request; requestId names it (also in the envelope).
+# A failed request; requestId names it (the requester's id, also the
+# envelope's replyTo). 0 when the failure answers no request.
 struct Error {
   requestId @0 :UInt64;
   kind @1 :ErrorCode;
@@ -120,20 +121,23 @@ struct Shutdown {
 struct Envelope {
   # Per-sender sequence number of this message, from 1.
   messageId @0 :UInt64;
-  # 0 for one-way messages; a request carries a fresh id (per sender), its
-  # reply or Error carries the same id.
+  # Nonzero on a request: a fresh id in the sender's own id space.
   requestId @1 :UInt64;
+  # Nonzero on a reply (or an Error): the requestId of the request it answers,
+  # in the receiver's id space. Kept apart from requestId because both ends
+  # issue requests and their ids may coincide.
+  replyTo @2 :UInt64;
 
   union {
-    hello @2 :Hello;
-    welcome @3 :Welcome;
-    reject @4 :Reject;
-    heartbeat @5 :Heartbeat;
-    dying @6 :Dying;
-    error @7 :Error;
-    manifestRequest @8 :ManifestRequest;
-    manifestReply @9 :ManifestReply;
-    shutdown @10 :Shutdown;
+    hello @3 :Hello;
+    welcome @4 :Welcome;
+    reject @5 :Reject;
+    heartbeat @6 :Heartbeat;
+    dying @7 :Dying;
+    error @8 :Error;
+    manifestRequest @9 :ManifestRequest;
+    manifestReply @10 :ManifestReply;
+    shutdown @11 :Shutdown;
     # Append new messages here, with the next ordinal.
   }
 }

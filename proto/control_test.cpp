@@ -17,12 +17,14 @@ void round_trip(Fill fill, Check check) {
   auto env = b.initRoot<proto::Envelope>();
   env.setMessageId(7);
   env.setRequestId(42);
+  env.setReplyTo(5);
   fill(env);
   kj::Array<capnp::word> flat = capnp::messageToFlatArray(b);
   capnp::FlatArrayMessageReader r(flat);
   auto got = r.getRoot<proto::Envelope>();
   EXPECT_EQ(got.getMessageId(), 7u);
   EXPECT_EQ(got.getRequestId(), 42u);
+  EXPECT_EQ(got.getReplyTo(), 5u);
   check(got);
 }
 
@@ -145,12 +147,12 @@ TEST(Control, UnknownUnionMemberFromANewerPeerIsNotOneWeKnow) {
   auto env = b.initRoot<proto::Envelope>();
   env.initShutdown().setReason("x");
   kj::Array<capnp::word> flat = capnp::messageToFlatArray(b);
-  // The discriminant is the first 16 bits after messageId and requestId in
+  // The discriminant is the first 16 bits after messageId, requestId and replyTo in
   // the data section; set it past the last member, as a newer schema's would
-  // be. Offsets: segment table (8 bytes), root pointer (8), two UInt64s (16).
+  // be. Offsets: segment table (8 bytes), root pointer (8), three UInt64s (24).
   auto bytes = flat.asBytes();
   const uint16_t shutdown = static_cast<uint16_t>(proto::Envelope::SHUTDOWN);
-  size_t at = 8 + 8 + 16;
+  size_t at = 8 + 8 + 24;
   ASSERT_EQ(bytes[at] | (bytes[at + 1] << 8), shutdown);
   bytes[at] = 200;
   capnp::FlatArrayMessageReader r(flat);
