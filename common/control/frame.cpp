@@ -4,6 +4,8 @@
 #include <cstring>
 #include <optional>
 
+#include <capnp/dynamic.h>
+#include <capnp/schema.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 #include <kj/io.h>
@@ -11,6 +13,31 @@
 #include "common/error.h"
 
 namespace tandem::control {
+
+namespace {
+
+void check_value(const capnp::DynamicValue::Reader& value);
+
+// Reads every field of the struct through its schema. A pointer walk alone
+// (targetSize) checks bounds and depth but not typed rules such as Text's
+// NUL terminator, which a getter would otherwise throw on later.
+void check_struct(const capnp::DynamicStruct::Reader& s) {
+  for (auto field : s.getSchema().getNonUnionFields()) check_value(s.get(field));
+  KJ_IF_MAYBE(member, s.which()) { check_value(s.get(*member)); }
+  // No member: none, or a member from a newer schema; the receiver decides.
+}
+
+void check_value(const capnp::DynamicValue::Reader& value) {
+  switch (value.getType()) {
+    case capnp::DynamicValue::STRUCT: check_struct(value.as<capnp::DynamicStruct>()); break;
+    case capnp::DynamicValue::LIST:
+      for (auto element : value.as<capnp::DynamicList>()) check_value(element);
+      break;
+    default: break;  // scalars, Text and Data are checked by get() itself
+  }
+}
+
+}  // namespace
 
 struct DecodedFrame::State {
   zmq::message_t frame;
@@ -72,6 +99,7 @@ DecodedFrame DecodedFrame::decode(zmq::message_t frame) {
     // Walks every pointer once: bounds, nesting and traversal limits are all
     // checked here, so later getters on this message cannot throw.
     (void)state->reader->getRoot<capnp::AnyPointer>().targetSize();
+    check_struct(state->reader->getRoot<proto::Envelope>());
   } catch (const kj::Exception& e) {
     fail_invalid("control frame: malformed Cap'n Proto message ({} bytes): {}", size,
                  e.getDescription().cStr());
@@ -80,11 +108,7 @@ DecodedFrame DecodedFrame::decode(zmq::message_t frame) {
 }
 
 proto::Envelope::Reader DecodedFrame::envelope() const {
-  try {
-    return state_->reader->getRoot<proto::Envelope>();
-  } catch (const kj::Exception& e) {
-    fail_invalid("control frame: root is not an Envelope: {}", e.getDescription().cStr());
-  }
+  return state_->reader->getRoot<proto::Envelope>();
 }
 
 bool DecodedFrame::copied() const { return state_->aligned != nullptr; }

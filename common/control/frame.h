@@ -6,7 +6,8 @@
 // into a shared receive buffer at an odd offset), while Cap'n Proto reads
 // words in place and needs 8-byte alignment. A misaligned frame is copied into
 // an aligned word array; an aligned one is read in place. The whole message
-// is validated once at decode time, so malformed bytes become
+// is validated once at decode time (every pointer, then every field through
+// the Envelope's schema), so malformed bytes become
 // tandem::Error(kInvalidInput) there, never a crash or a throw from a getter.
 #pragma once
 
@@ -42,12 +43,14 @@ class DecodedFrame {
   DecodedFrame& operator=(const DecodedFrame&) = delete;
   ~DecodedFrame();
 
-  // Takes the frame; throws tandem::Error(kInvalidInput) if it is empty, not
-  // whole 8-byte words, larger than kMaxFrameBytes, has a bad segment table,
-  // trailing bytes, or any out-of-bounds or too deep pointer.
+  // Takes the frame and validates it as an Envelope; throws
+  // tandem::Error(kInvalidInput) if it is empty, not whole 8-byte words,
+  // larger than kMaxFrameBytes, has a bad segment table or trailing bytes,
+  // any out-of-bounds or too deep pointer, a root that is not a struct, or a
+  // field that does not read as its type (e.g. Text without its NUL).
   static DecodedFrame decode(zmq::message_t frame);
 
-  // The root as an Envelope; throws kInvalidInput if the root is not a struct.
+  // The validated root; reading any of its fields does not throw.
   proto::Envelope::Reader envelope() const;
   // True if the bytes were copied to get 8-byte alignment (for tests).
   bool copied() const;
