@@ -111,7 +111,8 @@ ControlClient ControlClient::connect(zmq::context_t& context, const std::string&
       throw Error(ErrorKind::kTimeout,
                   fmt::format("no Welcome from control server at {} for {} after {} ms ({})",
                               endpoint, me, ms_since(start),
-                              hello_sent ? "connected and sent Hello, no answer"
+                              hello_sent ? "connected and sent Hello, no answer; is another live "
+                                           "connection using this identity?"
                                          : "could not connect: nobody bound the endpoint?"));
     }
     if (!hello_sent || now - last_hello >= c.options_.hello_resend) {
