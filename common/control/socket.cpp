@@ -25,6 +25,7 @@ zmq::socket_t make_router(zmq::context_t& context) {
     zmq::socket_t s(context, zmq::socket_type::router);
     set_common(s);
     s.set(zmq::sockopt::router_mandatory, 1);
+    s.set(zmq::sockopt::router_handover, 1);
     return s;
   } catch (const zmq::error_t& e) {
     fail_zmq(e, "creating the control ROUTER socket");

@@ -8,7 +8,11 @@
 //    reading fills its queue and sends fail (EAGAIN) instead of growing memory.
 //  - ZMQ_MAXMSGSIZE: a peer cannot make us allocate more than kMaxFrameBytes.
 //  - ROUTER: ZMQ_ROUTER_MANDATORY, so a send to an unknown identity fails
-//    (EHOSTUNREACH) rather than being dropped silently.
+//    (EHOSTUNREACH) rather than being dropped silently; and
+//    ZMQ_ROUTER_HANDOVER, so a new connection with a routing id still held by
+//    an old one (a process restarted before the ROUTER saw the old connection
+//    close) takes it over instead of being ignored until its deadline. Who
+//    may hold an identity is then decided by the Hello (see server.h).
 //  - DEALER: ZMQ_IMMEDIATE, so frames queue only on a completed connection
 //    and the handshake can tell "nobody bound this" from "no answer".
 #pragma once

@@ -132,6 +132,8 @@ class ServerThread {
   std::thread thread_;  // last: starts once everything above exists
 };
 
+// Fork only while this process has no other threads (no ServerThread, no
+// live zmq context): the child could inherit a lock another thread held.
 // A forked child running `body` with its own zmq context; its exit status is
 // body's return value, 99 if it threw. The context is destroyed (flushing
 // within the linger) before _exit.
