@@ -3,7 +3,8 @@
 # One ZeroMQ frame carries one Envelope; the union says which message it is.
 # The envelope grows by appending union members (the process-graph issue adds
 # prefill/decode work and tokens) — a peer that receives a member it does not
-# know sees an unknown `which()` and answers with an Error, never crashes.
+# know sees an unknown `which()` (the endpoints hand such messages to their
+# owner, who may answer with an Error of kind unsupported); it never crashes.
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("tandem::proto");
