@@ -1,0 +1,144 @@
+@0x93414b05b383bb3a;
+# The control plane: every message between a process and the coordinator.
+# One ZeroMQ frame carries one Envelope; the union says which message it is.
+# The envelope grows by appending union members (the process-graph issue adds
+# prefill/decode work and tokens) — a peer that receives a member it does not
+# know sees an unknown `which()` (the endpoints hand such messages to their
+# owner, who may answer with an Error of kind unsupported); it never crashes.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("tandem::proto");
+
+# Bumped on any change that an older peer would misread. Hello carries it; the
+# server rejects a different version instead of guessing.
+const controlProtocolVersion :UInt32 = 1;
+
+enum Role {
+  loader @0;       # owns the weight arena, serves manifest requests
+  expert @1;       # one expert worker per NUMA node
+  gpu @2;          # prefill and/or decode (capabilities say which)
+  coordinator @3;
+  launcher @4;
+}
+
+# A process that survives pid reuse: its pid plus its start time in clock
+# ticks since boot (tandem::ProcessId).
+struct ProcessRef {
+  pid @0 :Int32;
+  startTicks @1 :UInt64;
+}
+
+enum PeerState {
+  starting @0;
+  ready @1;
+  busy @2;
+  draining @3;
+}
+
+# Mirrors tandem::ErrorKind (common/error.h); the two change together.
+enum ErrorCode {
+  invalidInput @0;
+  unsupported @1;
+  notFound @2;
+  system @3;
+  timeout @4;
+  peerLost @5;
+  internal @6;
+}
+
+enum RejectCode {
+  protocolMismatch @0;   # Hello.protocolVersion differs from the server's
+  malformedIdentity @1;  # routing id is not "role/index/epoch", or differs from the Hello
+  duplicateIdentity @2;  # the identity is held by another live process
+  staleEpoch @3;         # a newer epoch of this role/index has joined
+  processNotAlive @4;    # Hello names a process that is not running
+  notJoined @5;          # a message other than Hello from a peer that has not joined (or was dropped)
+  malformedHello @6;
+}
+
+# Client → server, first message. The routing id of the DEALER socket is
+# "role/index/epoch" and must agree with these fields.
+struct Hello {
+  role @0 :Role;
+  index @1 :UInt32;
+  epoch @2 :UInt32;
+  process @3 :ProcessRef;
+  protocolVersion @4 :UInt32;
+  capabilities @5 :Text;   # free text, e.g. "prefill,decode"; empty if none
+}
+
+# Server → client: the handshake succeeded.
+struct Welcome {
+  runName @0 :Text;
+  server @1 :ProcessRef;
+  heartbeatIntervalMs @2 :UInt32;  # the client heartbeats at least this often
+  peerTimeoutMs @3 :UInt32;        # silence longer than this means lost, both ways
+  protocolVersion @4 :UInt32;
+}
+
+# Server → client: the handshake (or a later message) was refused.
+struct Reject {
+  code @0 :RejectCode;
+  reason @1 :Text;
+  serverProtocolVersion @2 :UInt32;
+}
+
+# Both ways: client → server at the Welcome's interval, server echoes it.
+struct Heartbeat {
+  seq @0 :UInt64;
+  state @1 :PeerState;
+}
+
+# "Dying, because …": sent by a process that is about to exit on an error.
+struct Dying {
+  reason @0 :Text;
+  code @1 :ErrorCode;
+}
+
+# A failed request; requestId names it (the requester's id, also the
+# envelope's replyTo). 0 when the failure answers no request.
+struct Error {
+  requestId @0 :UInt64;
+  kind @1 :ErrorCode;
+  message @2 :Text;
+}
+
+# Where the weight arena is; the manifest itself lives in the arena.
+struct ManifestRequest {
+  minVersion @0 :UInt32;  # 0: any
+}
+
+struct ManifestReply {
+  arenaPath @0 :Text;
+  arenaSize @1 :UInt64;
+  manifestVersion @2 :UInt32;
+}
+
+# Server → client: finish or drain and exit.
+struct Shutdown {
+  reason @0 :Text;
+}
+
+struct Envelope {
+  # Per-sender sequence number of this message, from 1.
+  messageId @0 :UInt64;
+  # Nonzero on a request: a fresh id in the sender's own id space.
+  requestId @1 :UInt64;
+  # Nonzero on a reply (or an Error): the requestId of the request it answers,
+  # in the receiver's id space. Kept apart from requestId because both ends
+  # issue requests and their ids may coincide.
+  replyTo @2 :UInt64;
+
+  union {
+    hello @3 :Hello;
+    welcome @4 :Welcome;
+    reject @5 :Reject;
+    heartbeat @6 :Heartbeat;
+    dying @7 :Dying;
+    error @8 :Error;
+    manifestRequest @9 :ManifestRequest;
+    manifestReply @10 :ManifestReply;
+    shutdown @11 :Shutdown;
+    # Append new messages here, with the next ordinal.
+  }
+}
