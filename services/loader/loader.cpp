@@ -1,0 +1,98 @@
+#include "services/loader/loader.h"
+
+#include <chrono>
+#include <charconv>
+
+#include <capnp/message.h>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "common/arena/arena.h"
+#include "common/control/client.h"
+#include "common/error.h"
+#include "common/model/model_source.h"
+#include "common/shm/run_dir.h"
+#include "proto/control.capnp.h"
+
+namespace tandem::loader {
+
+std::vector<int> parse_worker_nodes(const std::string& text) {
+  std::vector<int> nodes;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    int n = -1;
+    auto r = std::from_chars(text.data() + at, text.data() + comma, n);
+    if (r.ec != std::errc() || r.ptr != text.data() + comma || n < 0)
+      fail_invalid("--worker-nodes '{}': expected NUMA node numbers separated by commas, e.g. 0,0,1", text);
+    nodes.push_back(n);
+    at = comma + 1;
+  }
+  return nodes;
+}
+
+namespace {
+
+void serve(const LoaderOptions& o, const arena::Arena& a, zmq::context_t& context,
+           const std::atomic<bool>& stop) {
+  using namespace std::chrono;
+  control::ClientOptions co;
+  co.identity = {proto::Role::LOADER, o.index, o.epoch};
+  auto client = control::ControlClient::connect(context, o.endpoint, co, *o.server,
+                                                steady_clock::now() + seconds(o.handshake_seconds));
+  try {
+    client.set_state(proto::PeerState::READY);
+    spdlog::info("serving the manifest of {} at {}", a.path(), o.endpoint);
+    while (!stop.load()) {
+      auto frame = client.poll(milliseconds(200));
+      if (!frame) continue;
+      auto env = frame->envelope();
+      switch (env.which()) {
+        case proto::Envelope::MANIFEST_REQUEST: {
+          capnp::MallocMessageBuilder b;
+          auto reply = b.initRoot<proto::Envelope>().initManifestReply();
+          reply.setArenaPath(a.path());
+          reply.setArenaSize(a.size());
+          reply.setManifestVersion(a.header().format_version);
+          client.reply(env.getRequestId(), b);
+          break;
+        }
+        case proto::Envelope::SHUTDOWN:
+          spdlog::info("told to stop: {}", env.getShutdown().getReason().cStr());
+          return;
+        default:
+          if (env.getRequestId() != 0)
+            client.send_error(env.getRequestId(), ErrorKind::kUnsupported,
+                              "the loader answers manifest requests only");
+          break;
+      }
+    }
+    spdlog::info("stopping on a signal");
+  } catch (const Error& e) {
+    client.send_dying(e.what(), e.kind());
+    throw;
+  }
+}
+
+}  // namespace
+
+int run_loader(const LoaderOptions& o, zmq::context_t& context, const std::atomic<bool>& stop) {
+  RunDirectory run = RunDirectory::attach(o.run_dir);
+  const std::string path = o.arena.empty() ? run.file("arena") : o.arena;
+  auto src = ModelSource::open(o.model);
+  arena::BuildOptions b;
+  b.worker_nodes = o.worker_nodes;
+  arena::BuildStats stats;
+  arena::Arena a = arena::Arena::open_or_build(path, *src, b, &stats);
+  spdlog::info("arena {} ready ({:.1f} MiB, {} tensors, {} expert worker(s)): {}", a.path(),
+               double(a.size()) / (1 << 20), a.tensors().size(), a.worker_nodes().size(), stats.reason);
+  // The model files are no longer needed: the arena holds every weight.
+  src.reset();
+  if (o.endpoint.empty()) return 0;
+  if (!o.server) fail_invalid("--control needs --server-pid (the process that answers it)");
+  serve(o, a, context, stop);
+  return 0;
+}
+
+}  // namespace tandem::loader
