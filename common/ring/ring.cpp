@@ -39,6 +39,11 @@ bool identity_alive(uint64_t identity) {
   return now && L::pack_identity(*now) == identity;
 }
 
+// "pid N" for messages; a peer that detached before we saw it has no pid.
+std::string who(uint64_t identity) {
+  return identity ? fmt::format("pid {}", L::identity_pid(identity)) : std::string("pid unknown");
+}
+
 long long elapsed_ms(steady_clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - since).count();
 }
@@ -255,15 +260,15 @@ void RingWriter::reader_replaced(uint32_t new_epoch) {
   reader_epoch_ = new_epoch;
   reader_identity_ = file_->control().consumer.reader.load(std::memory_order_acquire);
   if (old == 0 || reported_reader_ == old) {
-    spdlog::info("ring {}: reader pid {} attached (reader epoch {})", path(),
-                 L::identity_pid(reader_identity_), new_epoch);
+    spdlog::info("ring {}: reader {} attached (reader epoch {})", path(),
+                 who(reader_identity_), new_epoch);
     return;
   }
   reported_reader_ = old;
   std::string msg = fmt::format(
-      "ring {}: the reader (pid {}, epoch {}) was replaced by pid {} (epoch {}); it had released "
+      "ring {}: the reader ({}, epoch {}) was replaced by {} (epoch {}); it had released "
       "messages below sequence {}, the new reader starts there",
-      path(), L::identity_pid(old_identity), old, L::identity_pid(reader_identity_), new_epoch,
+      path(), who(old_identity), old, who(reader_identity_), new_epoch,
       cached_head_);
   spdlog::warn("{}", msg);
   throw Error(ErrorKind::kPeerLost, msg);
@@ -273,9 +278,9 @@ void RingWriter::reader_lost(const std::string& how) {
   bool first = reported_reader_ != reader_epoch_;
   reported_reader_ = reader_epoch_;
   std::string msg = fmt::format(
-      "ring {}: the reader (pid {}, epoch {}) {}; the writer (epoch {}) is at message {}, the "
+      "ring {}: the reader ({}, epoch {}) {}; the writer (epoch {}) is at message {}, the "
       "reader had released messages below {}",
-      path(), L::identity_pid(reader_identity_), reader_epoch_, how, epoch_, next_sequence(),
+      path(), who(reader_identity_), reader_epoch_, how, epoch_, next_sequence(),
       cached_head_);
   if (first) spdlog::warn("{}", msg);
   throw Error(ErrorKind::kPeerLost, msg);
@@ -327,8 +332,8 @@ std::span<std::byte> RingWriter::reserve(Deadline deadline) {
                                   path(), elapsed_ms(start), want,
                                   reader_epoch_ == 0
                                       ? std::string("no reader has attached")
-                                      : fmt::format("the reader (pid {}, epoch {}) is alive",
-                                                    L::identity_pid(reader_identity_),
+                                      : fmt::format("the reader ({}, epoch {}) is alive",
+                                                    who(reader_identity_),
                                                     reader_epoch_),
                                   cached_head_));
         });
@@ -460,15 +465,15 @@ void RingReader::writer_replaced(uint32_t new_epoch) {
   writer_epoch_ = new_epoch;
   writer_identity_ = file_->control().producer.writer.load(std::memory_order_acquire);
   if (old == 0 || reported_writer_ == old) {
-    spdlog::info("ring {}: writer pid {} attached (writer epoch {})", path(),
-                 L::identity_pid(writer_identity_), new_epoch);
+    spdlog::info("ring {}: writer {} attached (writer epoch {})", path(),
+                 who(writer_identity_), new_epoch);
     return;
   }
   reported_writer_ = old;
   std::string msg = fmt::format(
-      "ring {}: the writer (pid {}, epoch {}) was replaced by pid {} (epoch {}); messages from "
+      "ring {}: the writer ({}, epoch {}) was replaced by {} (epoch {}); messages from "
       "sequence {} on come from the new writer",
-      path(), L::identity_pid(old_identity), old, L::identity_pid(writer_identity_), new_epoch,
+      path(), who(old_identity), old, who(writer_identity_), new_epoch,
       next_sequence());
   spdlog::warn("{}", msg);
   throw Error(ErrorKind::kPeerLost, msg);
@@ -478,9 +483,9 @@ void RingReader::writer_lost(const std::string& how) {
   bool first = reported_writer_ != writer_epoch_;
   reported_writer_ = writer_epoch_;
   std::string msg = fmt::format(
-      "ring {}: the writer (pid {}, epoch {}) {}; the reader (epoch {}) has every message below "
+      "ring {}: the writer ({}, epoch {}) {}; the reader (epoch {}) has every message below "
       "sequence {}",
-      path(), L::identity_pid(writer_identity_), writer_epoch_, how, epoch_, next_sequence());
+      path(), who(writer_identity_), writer_epoch_, how, epoch_, next_sequence());
   if (first) spdlog::warn("{}", msg);
   throw Error(ErrorKind::kPeerLost, msg);
 }
@@ -532,8 +537,8 @@ RingMessage RingReader::peek(Deadline deadline) {
                                     path(), elapsed_ms(start), want,
                                     writer_epoch_ == 0
                                         ? std::string("no writer has attached")
-                                        : fmt::format("the writer (pid {}, epoch {}) is alive",
-                                                      L::identity_pid(writer_identity_),
+                                        : fmt::format("the writer ({}, epoch {}) is alive",
+                                                      who(writer_identity_),
                                                       writer_epoch_)));
           });
     }
