@@ -59,6 +59,7 @@ template <typename Fn>
 Child fork_child(Fn&& fn) {
   int fds[2];
   if (::pipe(fds) != 0) throw Error(ErrorKind::kSystem, "pipe");
+  std::fflush(nullptr);  // or the child inherits, and may repeat, buffered output
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw Error(ErrorKind::kSystem, "fork");
