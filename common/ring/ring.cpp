@@ -54,10 +54,15 @@ long long elapsed_ms(steady_clock::time_point since) {
 // lost, and once `deadline` has passed `timeout()` throws. `sleeping` is the
 // flag the peer reads after it moves `index` (see "Memory ordering" in
 // ring.h for why the flag store and the index re-load are seq_cst).
+//
+// check_peer(probe) always looks at the peer's epoch and owner word (two
+// loads); with probe it also asks /proc whether the owner still lives, which
+// costs tens of microseconds, so that happens at most once per slice per
+// end (`next_probe`), however many short waits a slow peer causes.
 template <typename CheckPeer, typename Timeout>
 uint64_t wait_for_change(const RingOptions& options, const std::atomic<uint64_t>& index,
                          uint64_t stuck, std::atomic<uint32_t>& sleeping, Deadline deadline,
-                         CheckPeer&& check_peer, Timeout&& timeout) {
+                         Deadline& next_probe, CheckPeer&& check_peer, Timeout&& timeout) {
   if (options.spin.count() > 0) {
     auto spin_end = steady_clock::now() + options.spin;
     for (;;) {
@@ -70,12 +75,14 @@ uint64_t wait_for_change(const RingOptions& options, const std::atomic<uint64_t>
       if (steady_clock::now() >= spin_end) break;
     }
   }
+  auto slice = std::chrono::duration_cast<steady_clock::duration>(options.slice);
   for (;;) {
-    check_peer();
     auto now = steady_clock::now();
+    bool probe = now >= next_probe;
+    if (probe) next_probe = now + slice;
+    check_peer(probe);
     if (now >= deadline) timeout();
-    Deadline slice_end = std::min<Deadline>(
-        deadline, now + std::chrono::duration_cast<steady_clock::duration>(options.slice));
+    Deadline slice_end = std::min<Deadline>(deadline, now + slice);
     sleeping.store(1, std::memory_order_seq_cst);
     uint64_t v = index.load(std::memory_order_seq_cst);
     if (v != stuck) {
@@ -204,6 +211,7 @@ RingWriter& RingWriter::operator=(RingWriter&& o) noexcept {
     reader_epoch_ = o.reader_epoch_;
     reader_identity_ = o.reader_identity_;
     reported_reader_ = o.reported_reader_;
+    next_probe_ = o.next_probe_;
   }
   return *this;
 }
@@ -231,6 +239,9 @@ RingWriter RingWriter::attach(std::shared_ptr<const RingFile> file, RingOptions 
   w.cached_head_ = c.consumer.head.load(std::memory_order_acquire);
   w.reader_epoch_ = c.consumer.reader_epoch.load(std::memory_order_acquire);
   w.reader_identity_ = c.consumer.reader.load(std::memory_order_acquire);
+  // A writer killed in its sleep leaves its flag set, which would cost the
+  // reader a futex_wake per release until we next sleep: it is ours now.
+  c.consumer.writer_sleeping.store(0, std::memory_order_relaxed);
   w.epoch_ = c.producer.writer_epoch.fetch_add(1, std::memory_order_acq_rel) + 1;
   w.slot_count_ = file->shape().slot_count;
   w.slot_bytes_ = file->shape().slot_bytes;
@@ -286,7 +297,7 @@ void RingWriter::reader_lost(const std::string& how) {
   throw Error(ErrorKind::kPeerLost, msg);
 }
 
-void RingWriter::check_reader_while_waiting() {
+void RingWriter::check_reader_while_waiting(bool probe) {
   L::ConsumerLine& k = file_->control().consumer;
   uint32_t e = k.reader_epoch.load(std::memory_order_acquire);
   if (e != reader_epoch_) reader_replaced(e);
@@ -295,7 +306,7 @@ void RingWriter::check_reader_while_waiting() {
     if (reader_epoch_ == 0) return;  // none attached yet: wait for one until the deadline
     reader_lost("detached");
   }
-  if (!identity_alive(id)) {
+  if (probe && !identity_alive(id)) {
     // A new reader may be between its claim and its epoch: look again later.
     if (k.reader_epoch.load(std::memory_order_acquire) != reader_epoch_) return;
     reader_identity_ = id;
@@ -324,7 +335,7 @@ std::span<std::byte> RingWriter::reserve(Deadline deadline) {
     L::Control& c = file_->control();
     cached_head_ = wait_for_change(
         options_, c.consumer.head, cached_head_, c.consumer.writer_sleeping, deadline,
-        [&] { check_reader_while_waiting(); },
+        next_probe_, [&](bool probe) { check_reader_while_waiting(probe); },
         [&] {
           throw Error(ErrorKind::kTimeout,
                       fmt::format("ring {}: timed out after {} ms waiting for a free slot for "
@@ -395,6 +406,7 @@ RingReader& RingReader::operator=(RingReader&& o) noexcept {
     writer_epoch_ = o.writer_epoch_;
     writer_identity_ = o.writer_identity_;
     reported_writer_ = o.reported_writer_;
+    next_probe_ = o.next_probe_;
   }
   return *this;
 }
@@ -429,6 +441,7 @@ RingReader RingReader::attach(std::shared_ptr<const RingFile> file, RingOptions 
   }
   r.writer_epoch_ = writer_epoch;
   r.writer_identity_ = c.producer.writer.load(std::memory_order_acquire);
+  c.producer.reader_sleeping.store(0, std::memory_order_relaxed);  // as in RingWriter::attach
   r.epoch_ = c.consumer.reader_epoch.fetch_add(1, std::memory_order_acq_rel) + 1;
   r.slot_bytes_ = file->shape().slot_bytes;
   r.options_ = options;
@@ -490,7 +503,7 @@ void RingReader::writer_lost(const std::string& how) {
   throw Error(ErrorKind::kPeerLost, msg);
 }
 
-void RingReader::check_writer_while_waiting() {
+void RingReader::check_writer_while_waiting(bool probe) {
   L::ProducerLine& p = file_->control().producer;
   uint32_t e = p.writer_epoch.load(std::memory_order_acquire);
   if (e != writer_epoch_) {
@@ -503,7 +516,7 @@ void RingReader::check_writer_while_waiting() {
     if (writer_epoch_ == 0) return;  // none attached yet: wait for one until the deadline
     writer_lost("detached");
   }
-  if (!identity_alive(id)) {
+  if (probe && !identity_alive(id)) {
     if (p.writer_epoch.load(std::memory_order_acquire) != writer_epoch_) return;
     writer_identity_ = id;
     writer_lost("died");
@@ -529,8 +542,8 @@ RingMessage RingReader::peek(Deadline deadline) {
     if (want == cached_tail_) {
       auto start = steady_clock::now();
       cached_tail_ = wait_for_change(
-          options_, p.tail, want, p.reader_sleeping, deadline,
-          [&] { check_writer_while_waiting(); },
+          options_, p.tail, want, p.reader_sleeping, deadline, next_probe_,
+          [&](bool probe) { check_writer_while_waiting(probe); },
           [&] {
             throw Error(ErrorKind::kTimeout,
                         fmt::format("ring {}: timed out after {} ms waiting for message {}: {}",

@@ -201,7 +201,7 @@ class RingWriter {
  private:
   RingWriter() = default;
   bool refresh_head();
-  void check_reader_while_waiting();
+  void check_reader_while_waiting(bool probe);
   void reader_replaced(uint32_t new_epoch);
   [[noreturn]] void reader_lost(const std::string& how);
   void detach();
@@ -219,6 +219,7 @@ class RingWriter {
   uint32_t reader_epoch_ = 0;       // the reader epoch last seen
   uint64_t reader_identity_ = 0;    // the reader last seen (for messages)
   uint32_t reported_reader_ = ~0u;  // reader epoch already reported lost
+  Deadline next_probe_{};           // when the reader's process may next be probed
 };
 
 // The reading end. Move-only; destroying it detaches (peeked but unreleased
@@ -262,7 +263,7 @@ class RingReader {
  private:
   RingReader() = default;
   RingMessage take(uint64_t index);
-  void check_writer_while_waiting();
+  void check_writer_while_waiting(bool probe);
   void writer_replaced(uint32_t new_epoch);
   [[noreturn]] void writer_lost(const std::string& how);
   void detach();
@@ -278,6 +279,7 @@ class RingReader {
   uint32_t writer_epoch_ = 0;       // adopted writer epoch (0: none yet)
   uint64_t writer_identity_ = 0;    // the writer last seen (for messages)
   uint32_t reported_writer_ = ~0u;  // writer epoch already reported lost
+  Deadline next_probe_{};           // when the writer's process may next be probed
 };
 
 }  // namespace tandem
