@@ -155,8 +155,9 @@ struct RingMessage {
   uint32_t writer_epoch = 0;  // the epoch of the writer that published it
 };
 
-// The writing end. Move-only; destroying it detaches (staged but unflushed
-// messages are dropped, as if the writer had died).
+// The writing end. Move-only (a moved-from end may only be destroyed or
+// assigned to); destroying it detaches (staged but unflushed messages are
+// dropped, as if the writer had died). One thread at a time.
 class RingWriter {
  public:
   RingWriter(RingWriter&& o) noexcept;
@@ -222,8 +223,9 @@ class RingWriter {
   Deadline next_probe_{};           // when the reader's process may next be probed
 };
 
-// The reading end. Move-only; destroying it detaches (peeked but unreleased
-// messages will be delivered again to the next reader).
+// The reading end. Move-only, like RingWriter; destroying it detaches
+// (peeked but unreleased messages will be delivered again to the next
+// reader). One thread at a time.
 class RingReader {
  public:
   RingReader(RingReader&& o) noexcept;

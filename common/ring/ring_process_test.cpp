@@ -207,6 +207,36 @@ TEST_F(RingProcessTest, TenMillionMessagesBetweenTwoProcesses) {
               (unsigned long long)received, double(bytes) / 1e6, elapsed);
 }
 
+// A peer that lives but does not answer (stopped) is a timeout at the
+// deadline, not a loss; once it is killed, the next wait reports the loss.
+TEST_F(RingProcessTest, AStoppedWriterIsATimeoutAndAKilledOneALoss) {
+  std::string path = run_.file("stopped");
+  auto ring = std::make_shared<const RingFile>(RingFile::create(path, {4, 64}));
+  RingReader reader = RingReader::attach(ring, test_options());
+  Child child = fork_child([&](int fd) {
+    RingWriter writer = RingWriter::attach(path, test_options());
+    signal_ready(fd);
+    ::raise(SIGSTOP);
+    return 0;
+  });
+  ASSERT_TRUE(wait_ready(child));
+  auto start = steady_clock::now();
+  try {
+    reader.peek(start + 300ms);
+    FAIL() << "a message from a stopped writer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kTimeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is alive"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_GE(steady_clock::now() - start, 300ms);
+  ::kill(child.pid, SIGKILL);
+  wait_status(child.pid);
+  start = steady_clock::now();
+  EXPECT_EQ(error_kind_of_peek(reader), ErrorKind::kPeerLost);
+  EXPECT_LT(steady_clock::now() - start, 2s);
+}
+
 TEST_F(RingProcessTest, KilledWritersAreDetectedAndRestartedWritersResume) {
   constexpr uint32_t kSlotBytes = 512;
   constexpr int kIterations = 6;
