@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
 #include "common/error.h"
@@ -366,6 +367,7 @@ int main(int argc, char** argv) {
   cfg.slots = uint32_t(arg(argc, argv, "--slots", cfg.slots));
   cfg.bytes = uint32_t(arg(argc, argv, "--bytes", cfg.bytes));
   cfg.repeat = int(std::max<uint64_t>(1, arg(argc, argv, "--repeat", uint64_t(cfg.repeat))));
+  spdlog::set_level(spdlog::level::warn);  // no "attached" lines in the table
   try {
     RunDirectory run = RunDirectory::create();
     find_cpus();
