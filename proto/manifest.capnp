@@ -46,7 +46,7 @@ struct Manifest {
   version @0 :UInt32;
   identity @1 :ModelIdentity;
   architecture @2 :Text;
-  configJson @3 :Text;    # the ModelConfig, as JSON, for processes that need it
+  configJson @3 :Text;    # not filled yet: processes read the config from sourcePath
   tensors @4 :List(TensorEntry);
   sourcePath @5 :Text;    # the model as the user named it
   sourceFormat @6 :SourceFormat;

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/shm/shm_file.h"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -33,14 +34,7 @@ void ensure_private_dir(const std::string& path) {
   if (!S_ISDIR(st.st_mode))
     throw Error(ErrorKind::kInvalidInput,
                 fmt::format("{} is not a directory (a symbolic link or file is there): refused", path));
-  if (st.st_uid != ::getuid())
-    throw Error(ErrorKind::kInvalidInput,
-                fmt::format("{} belongs to uid {}, not to this user (uid {}): refused", path,
-                            st.st_uid, ::getuid()));
-  if (st.st_mode & 077)
-    throw Error(ErrorKind::kInvalidInput,
-                fmt::format("{} has mode {:o}: group or others may access it, refused (chmod 700 it)",
-                            path, st.st_mode & 0777));
+  require_private(st, path, " (chmod 700 it)");
 }
 
 std::optional<ProcessId> run_owner_from_name(const std::string& name) {

@@ -92,15 +92,19 @@ FileDescriptor open_shared_file(const std::string& path, Access access) {
   if (::fstat(fd, &st) != 0) fail_errno(errno, "fstat " + path, __FILE__, __LINE__);
   if (!S_ISREG(st.st_mode))
     throw Error(ErrorKind::kInvalidInput, fmt::format("{} is not a regular file", path));
+  require_private(st, path, "");
+  return owner;
+}
+
+void require_private(const struct stat& st, const std::string& path, std::string_view fix) {
   if (st.st_uid != ::getuid())
     throw Error(ErrorKind::kInvalidInput,
                 fmt::format("{} belongs to uid {}, not to this user (uid {}): refused", path,
                             st.st_uid, ::getuid()));
   if (st.st_mode & 077)
     throw Error(ErrorKind::kInvalidInput,
-                fmt::format("{} has mode {:o}: group or others may access it, refused", path,
-                            st.st_mode & 0777));
-  return owner;
+                fmt::format("{} has mode {:o}: group or others may access it, refused{}", path,
+                            st.st_mode & 0777, fix));
 }
 
 uint64_t file_size(int fd, const std::string& what) {

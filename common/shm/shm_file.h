@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+
+struct stat;
 
 #include "common/mapped_file.h"
 
@@ -50,6 +53,9 @@ void reserve_shared_file(int fd, uint64_t size, const std::string& what);
 // Opens an existing shared file. Refuses symlinks, files of another user and
 // files readable or writable by group or others.
 FileDescriptor open_shared_file(const std::string& path, Access access);
+// Throws kInvalidInput unless st (of `path`) belongs to this user and has no
+// group or other permission bits; `fix` is appended to the latter message.
+void require_private(const struct stat& st, const std::string& path, std::string_view fix);
 // Size in bytes of an open file.
 uint64_t file_size(int fd, const std::string& what);
 
