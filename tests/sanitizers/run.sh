@@ -21,8 +21,9 @@ for kind in "${kinds[@]}"; do
   esac
   dir=build-$kind
   echo "== $kind: building ${targets[*]} in $dir"
-  cmake -S . -B "$dir" -G Ninja -DTANDEM_CUDA=OFF "${flags[@]}" > "$dir.configure.log" 2>&1 ||
-    { cat "$dir.configure.log"; exit 1; }
+  mkdir -p "$dir"
+  cmake -S . -B "$dir" -G Ninja -DTANDEM_CUDA=OFF "${flags[@]}" > "$dir/configure.log" 2>&1 ||
+    { cat "$dir/configure.log"; exit 1; }
   cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitizers/tsan.supp"
   export ASAN_OPTIONS="halt_on_error=1 detect_leaks=1"
