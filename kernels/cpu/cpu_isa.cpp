@@ -1,0 +1,124 @@
+#include "kernels/cpu/cpu_isa.h"
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define TANDEM_X86 1
+#endif
+
+namespace tandem::kernels {
+namespace {
+
+constexpr std::array<std::string_view, kCpuIsaCount> kNames = {"generic", "avx2", "avx512",
+                                                                "avx512bf16"};
+
+#ifdef TANDEM_X86
+uint64_t xgetbv0() {
+  uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t(hi) << 32) | lo;
+}
+#endif
+
+}  // namespace
+
+CpuFeatures detect_cpu_features() {
+  CpuFeatures f;
+#ifdef TANDEM_X86
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
+             f16c = c & (1u << 29);
+  if (!osxsave || !avx) return f;  // without XSAVE enabled no YMM/ZMM state is saved
+  const uint64_t xcr0 = xgetbv0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;     // SSE + AVX state
+  const bool zmm_state = (xcr0 & 0xE6) == 0xE6;   // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool tile_state = (xcr0 & 0x60000) == 0x60000;
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17),
+             avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
+  const bool vnni = c & (1u << 11);
+  const bool amx_tile = d & (1u << 24);
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  __cpuid_count(7, 1, a1, b1, c1, d1);
+  const bool bf16 = a1 & (1u << 5);
+  f.avx2 = ymm_state && avx2 && fma && f16c;
+  f.avx512 = f.avx2 && zmm_state && avx512f && avx512dq && avx512bw && avx512vl;
+  f.avx512_bf16 = f.avx512 && bf16;
+  f.avx512_vnni = f.avx512 && vnni;
+  f.amx_tile = amx_tile && tile_state;
+#endif
+  return f;
+}
+
+bool supports(const CpuFeatures& f, CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kGeneric: return true;
+    case CpuIsa::kAvx2: return f.avx2;
+    case CpuIsa::kAvx512: return f.avx512;
+    case CpuIsa::kAvx512Bf16: return f.avx512_bf16 && f.avx512_vnni;
+  }
+  return false;
+}
+
+CpuIsa best_isa(const CpuFeatures& f) {
+  for (int i = kCpuIsaCount - 1; i > 0; --i)
+    if (supports(f, CpuIsa(i))) return CpuIsa(i);
+  return CpuIsa::kGeneric;
+}
+
+std::string_view isa_name(CpuIsa isa) { return kNames.at(size_t(isa)); }
+
+std::optional<CpuIsa> isa_from_name(std::string_view name) {
+  for (int i = 0; i < kCpuIsaCount; ++i)
+    if (kNames[size_t(i)] == name) return CpuIsa(i);
+  return std::nullopt;
+}
+
+CpuIsa choose_isa(const CpuFeatures& f, std::optional<std::string_view> forced) {
+  if (!forced || forced->empty()) return best_isa(f);
+  auto isa = isa_from_name(*forced);
+  if (!isa)
+    throw Error(ErrorKind::kInvalidInput,
+                "TANDEM_CPU_ISA=" + std::string(*forced) +
+                    " is not a kernel level (generic, avx2, avx512, avx512bf16)");
+  if (!supports(f, *isa))
+    throw Error(ErrorKind::kUnsupported,
+                "TANDEM_CPU_ISA=" + std::string(*forced) + " asks for a level this CPU lacks (has: " +
+                    describe(f) + "; best level " + std::string(isa_name(best_isa(f))) + ")");
+  return *isa;
+}
+
+CpuIsa choose_isa_from_environment() {
+  const CpuFeatures f = detect_cpu_features();
+  const char* env = std::getenv("TANDEM_CPU_ISA");
+  const CpuIsa isa = choose_isa(f, env ? std::optional<std::string_view>(env) : std::nullopt);
+  spdlog::info("cpu kernels: {} (cpu has {}{})", isa_name(isa), describe(f),
+               env && *env ? ", forced by TANDEM_CPU_ISA" : "");
+  return isa;
+}
+
+std::string describe(const CpuFeatures& f) {
+  std::string s;
+  auto add = [&](bool on, const char* what) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += what;
+  };
+  add(f.avx2, "avx2+fma+f16c");
+  add(f.avx512, "avx512(f,bw,dq,vl)");
+  add(f.avx512_bf16, "avx512_bf16");
+  add(f.avx512_vnni, "avx512_vnni");
+  add(f.amx_tile, "amx_tile");
+  return s.empty() ? "no vector extensions used by Tandem" : s;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,54 @@
+// Which x86 instruction-set level the CPU kernels run at, decided once per
+// process from CPUID and the OS's saved-register state (XCR0), never by
+// #ifdef: one binary serves every machine. A lower level can be forced with
+// TANDEM_CPU_ISA (for tests, and to compare variants on one machine); a
+// level the machine cannot run is refused with an error, not ignored.
+//
+//   level        needs                                         used for
+//   generic      nothing                                       the reference
+//   avx2         AVX2, FMA, F16C; OS saves YMM                  256-bit
+//   avx512       AVX-512 F, BW, DQ, VL; OS saves ZMM + opmask   512-bit
+//   avx512bf16   avx512 + AVX512_BF16 + AVX512_VNNI             vdpbf16ps, vpdpbusd
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tandem::kernels {
+
+enum class CpuIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+inline constexpr int kCpuIsaCount = 4;
+
+struct CpuFeatures {
+  bool avx2 = false;        // AVX2 + FMA + F16C, with YMM state enabled by the OS
+  bool avx512 = false;      // F + BW + DQ + VL, with ZMM and opmask state enabled
+  bool avx512_bf16 = false;  // AVX512_BF16
+  bool avx512_vnni = false;  // AVX512_VNNI
+  bool amx_tile = false;     // reported only; no AMX variant is built
+};
+
+// Reads CPUID and XGETBV. All false on a non-x86 build.
+CpuFeatures detect_cpu_features();
+
+// The highest level `f` supports.
+CpuIsa best_isa(const CpuFeatures& f);
+bool supports(const CpuFeatures& f, CpuIsa isa);
+
+std::string_view isa_name(CpuIsa isa);
+std::optional<CpuIsa> isa_from_name(std::string_view name);
+
+// The level to run at: best_isa(f), or `forced` (the value of TANDEM_CPU_ISA
+// when set and non-empty). Throws tandem::Error(kInvalidInput) for an unknown
+// name and kUnsupported for a level `f` lacks, naming both.
+CpuIsa choose_isa(const CpuFeatures& f, std::optional<std::string_view> forced);
+
+// choose_isa(detect_cpu_features(), getenv("TANDEM_CPU_ISA")); logs the
+// choice and the features once per call. Call it in main() and pass the
+// result down.
+CpuIsa choose_isa_from_environment();
+
+// "avx2 fma f16c avx512(f,bw,dq,vl) avx512_bf16 avx512_vnni" style summary.
+std::string describe(const CpuFeatures& f);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,66 @@
+#include "kernels/cpu/cpu_isa.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "common/error.h"
+
+namespace tandem::kernels {
+namespace {
+
+TEST(CpuIsa, BestLevelIsSupportedAndNamesRoundTrip) {
+  const CpuFeatures f = detect_cpu_features();
+  const CpuIsa best = best_isa(f);
+  EXPECT_TRUE(supports(f, best));
+  for (int i = int(best) + 1; i < kCpuIsaCount; ++i) EXPECT_FALSE(supports(f, CpuIsa(i)));
+  for (int i = 0; i < kCpuIsaCount; ++i) EXPECT_EQ(isa_from_name(isa_name(CpuIsa(i))), CpuIsa(i));
+  EXPECT_FALSE(isa_from_name("sse2"));
+  std::printf("  this cpu: %s -> %s\n", describe(f).c_str(), std::string(isa_name(best)).c_str());
+}
+
+TEST(CpuIsa, LevelsNeedTheirFeatures) {
+  CpuFeatures none;
+  EXPECT_EQ(best_isa(none), CpuIsa::kGeneric);
+  CpuFeatures f;
+  f.avx2 = f.avx512 = true;
+  EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);
+  f.avx512_bf16 = true;  // bf16 without VNNI is not the top level
+  EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);
+  f.avx512_vnni = true;
+  EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
+}
+
+TEST(CpuIsa, ForcingALowerLevelWorksAHigherOneIsRefused) {
+  CpuFeatures f;
+  f.avx2 = true;
+  EXPECT_EQ(choose_isa(f, std::nullopt), CpuIsa::kAvx2);
+  EXPECT_EQ(choose_isa(f, ""), CpuIsa::kAvx2);
+  EXPECT_EQ(choose_isa(f, "generic"), CpuIsa::kGeneric);
+  try {
+    choose_isa(f, "avx512bf16");
+    FAIL() << "a level the cpu lacks was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("avx512bf16"), std::string::npos) << e.what();
+  }
+  try {
+    choose_isa(f, "avx1024");
+    FAIL() << "an unknown level was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("avx1024"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuIsa, EnvironmentVariableForcesTheLevel) {
+  ::setenv("TANDEM_CPU_ISA", "generic", 1);
+  EXPECT_EQ(choose_isa_from_environment(), CpuIsa::kGeneric);
+  ::setenv("TANDEM_CPU_ISA", "not-a-level", 1);
+  EXPECT_THROW(choose_isa_from_environment(), Error);
+  ::unsetenv("TANDEM_CPU_ISA");
+  EXPECT_EQ(choose_isa_from_environment(), best_isa(detect_cpu_features()));
+}
+
+}  // namespace
+}  // namespace tandem::kernels

@@ -1,0 +1,82 @@
+// The weight-row dot products of the expert kernels, in one variant per
+// instruction-set level (cpu_isa.h): y[t][r] = dot(W[r], a[t]) for a range of
+// weight rows and a few tokens whose activations were converted once with
+// convert_row_dot_activations(). The fused MoE layer (moe.h) and the engine
+// call these; they are the hot loop of the expert workers.
+//
+// Activation formats (what the weight type multiplies with):
+//   F32 -> f32; BF16 and F8_E4M3 -> bf16; F16 -> f16;
+//   Q8_0, Q4_0, Q5_0 -> Q8_0 blocks; Q4_K, Q5_K, Q6_K, Q8_K -> Q8_K blocks.
+// FP8 E4M3 weights come with 128x128 block scales (DeepSeek-V3's
+// weight_scale_inv): each 128-column block's dot is taken in f32 and
+// multiplied by its block's scale once ("post-scaling").
+//
+// The generic variant is the reference: it is kernels/cpu/matmul.h's
+// ggml-faithful matmul (plus FP8); the vector variants sum in other orders
+// and are tested against it with per-type error bounds (row_dot_test.cpp).
+// Kernels never allocate and never throw; row_dot_check() validates.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "kernels/cpu/cpu_isa.h"
+
+namespace tandem::kernels {
+
+inline constexpr int kFp8ScaleBlock = 128;
+
+struct RowDotParams {
+  DType wtype = DType::kF32;
+  const uint8_t* w = nullptr;  // rows x cols weights
+  size_t w_row_stride = 0;     // bytes between weight rows
+  int64_t rows = 0, cols = 0;
+  // F8_E4M3 only: scale of block (r / 128, c / 128) at
+  // scales[(r / 128) * scale_row_stride + c / 128].
+  const float* scales = nullptr;
+  size_t scale_row_stride = 0;
+  const uint8_t* a = nullptr;  // n_tokens converted activation rows
+  size_t a_row_bytes = 0;      // bytes between them (>= row_dot_activation_bytes)
+  int64_t n_tokens = 0;
+  float* y = nullptr;  // y[t * y_row_stride + r]
+  size_t y_row_stride = 0;
+  int64_t row_begin = 0, row_end = 0;  // rows computed: [row_begin, row_end)
+};
+
+using RowDotFn = void (*)(const RowDotParams&);
+
+// Activation format of a weight type (above). Throws kUnsupported for types
+// with no kernel (I8, U8, I32).
+DType row_dot_activation_type(DType wtype);
+// Bytes of one converted row of `cols` values, rounded up to 64 so rows are
+// cache-line aligned when the buffer is. Throws kInvalidInput when cols is not
+// a whole number of the weight type's (and its activation type's) blocks.
+size_t row_dot_activation_bytes(DType wtype, int64_t cols);
+
+// Converts n_tokens rows of f32 activations (x_row_stride floats apart) into
+// out (out_row_bytes apart). Quantised formats are ggml's x86 quantisers
+// (quantize.h), so the generic variant reproduces llama.cpp. Activations fed
+// to quantised weights must be finite.
+void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_stride,
+                                 int64_t n_tokens, int64_t cols, uint8_t* out,
+                                 size_t out_row_bytes);
+
+// The kernel of `isa` for `wtype`: the variant's own, or the best lower
+// level's where that variant has none for the type (every type has a generic
+// one). Throws kUnsupported for types without any kernel.
+RowDotFn row_dot_for(CpuIsa isa, DType wtype);
+// The level whose code row_dot_for(isa, wtype) runs.
+CpuIsa row_dot_level(CpuIsa isa, DType wtype);
+
+// Throws tandem::Error (kInvalidInput for shapes a model file can cause,
+// kInternal for caller bugs) if p is not something the kernels accept.
+void row_dot_check(const RowDotParams& p);
+
+// Each variant's table: nullptr where it has no kernel for the type.
+namespace generic { RowDotFn find(DType wtype); }
+namespace avx2 { RowDotFn find(DType wtype); }
+namespace avx512 { RowDotFn find(DType wtype); }
+namespace avx512bf16 { RowDotFn find(DType wtype); }
+
+}  // namespace tandem::kernels

@@ -1,0 +1,167 @@
+// The generic (reference) row dots: matmul.h's ggml-faithful kernels, plus
+// FP8 E4M3 with block scales, which matmul.h does not take. Also the
+// activation conversion, the checks and the per-level dispatch of row_dot.h.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "common/error.h"
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/row_dot.h"
+
+namespace tandem::kernels {
+namespace {
+
+void rows_matmul(const RowDotParams& p) {
+  const bool f32 = p.wtype == DType::kF32;
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    const uint8_t* a = p.a + size_t(t) * p.a_row_bytes;
+    MatmulParams m;
+    m.wtype = p.wtype;
+    m.w = p.w;
+    m.rows = p.rows;
+    m.cols = p.cols;
+    m.w_row_stride = p.w_row_stride;
+    m.x = f32 ? reinterpret_cast<const float*>(a) : nullptr;
+    m.n_tokens = 1;
+    m.x_row_stride = size_t(p.cols);
+    m.y = p.y + size_t(t) * p.y_row_stride;
+    m.y_row_stride = size_t(p.rows);
+    m.workspace = f32 ? nullptr : const_cast<uint8_t*>(a);
+    m.workspace_bytes = f32 ? 0 : p.a_row_bytes;
+    m.row_begin = p.row_begin;
+    m.row_end = p.row_end;
+    matmul_rows_generic(m);
+  }
+}
+
+// FP8 E4M3 x bf16 activations: every FP8 value is exact in bf16, so each
+// product is exact in f32; a 128-column block is summed in order, then
+// multiplied by its scale and added to the row's sum.
+void rows_fp8(const RowDotParams& p) {
+  for (int64_t r = p.row_begin; r < p.row_end; ++r) {
+    const uint8_t* w = p.w + size_t(r) * p.w_row_stride;
+    const float* s = p.scales + size_t(r / kFp8ScaleBlock) * p.scale_row_stride;
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+      const uint8_t* a = p.a + size_t(t) * p.a_row_bytes;
+      float sum = 0;
+      for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
+        float block = 0;
+        const int64_t c1 = std::min(p.cols, c0 + kFp8ScaleBlock);
+        for (int64_t c = c0; c < c1; ++c) {
+          uint16_t ab;
+          std::memcpy(&ab, a + 2 * c, 2);
+          block += fp8_e4m3_to_f32(w[c]) * bf16_to_f32(ab);
+        }
+        sum += block * s[c0 / kFp8ScaleBlock];
+      }
+      p.y[size_t(t) * p.y_row_stride + size_t(r)] = sum;
+    }
+  }
+}
+
+}  // namespace
+
+namespace generic {
+RowDotFn find(DType wtype) {
+  switch (wtype) {
+    case DType::kF8E4M3: return rows_fp8;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kI32: return nullptr;
+    default: return rows_matmul;
+  }
+}
+}  // namespace generic
+
+DType row_dot_activation_type(DType wtype) {
+  if (wtype == DType::kF8E4M3) return DType::kBF16;
+  return activation_type(wtype);
+}
+
+size_t row_dot_activation_bytes(DType wtype, int64_t cols) {
+  const DType act = row_dot_activation_type(wtype);
+  const auto w_bytes = cols < 0 ? std::nullopt : bytes_for(wtype, uint64_t(cols));
+  const auto a_bytes = cols < 0 ? std::nullopt : bytes_for(act, uint64_t(cols));
+  if (!w_bytes || !a_bytes || *a_bytes > std::numeric_limits<size_t>::max() - 64)
+    fail_invalid("{} weights: {} columns is not a whole number of {}-value blocks of {} and {}",
+                 name(wtype), cols, std::max(info(wtype).block_elems, info(act).block_elems),
+                 name(wtype), name(act));
+  return (size_t(*a_bytes) + 63) / 64 * 64;
+}
+
+void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_stride,
+                                 int64_t n_tokens, int64_t cols, uint8_t* out,
+                                 size_t out_row_bytes) {
+  const DType act = row_dot_activation_type(wtype);
+  const size_t need = row_dot_activation_bytes(wtype, cols);
+  if (out_row_bytes < need)
+    fail(ErrorKind::kInternal, "row dot activations: row of {} bytes, {} needed", out_row_bytes,
+         need);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + size_t(t) * x_row_stride;
+    uint8_t* o = out + size_t(t) * out_row_bytes;
+    switch (act) {
+      case DType::kF32: std::memcpy(o, xt, size_t(cols) * 4); break;
+      case DType::kBF16:
+      case DType::kF16: quantize_generic(act, xt, o, size_t(cols)); break;
+      default: quantize_activations(act, xt, o, size_t(cols)); break;
+    }
+  }
+}
+
+namespace {
+RowDotFn find_at(CpuIsa isa, DType wtype) {
+  switch (isa) {
+    case CpuIsa::kAvx512Bf16: return avx512bf16::find(wtype);
+    case CpuIsa::kAvx512: return avx512::find(wtype);
+    case CpuIsa::kAvx2: return avx2::find(wtype);
+    case CpuIsa::kGeneric: return generic::find(wtype);
+  }
+  return nullptr;
+}
+}  // namespace
+
+CpuIsa row_dot_level(CpuIsa isa, DType wtype) {
+  for (int level = int(isa); level >= 0; --level)
+    if (find_at(CpuIsa(level), wtype)) return CpuIsa(level);
+  fail(ErrorKind::kUnsupported, "no row-dot kernel for {} weights", name(wtype));
+}
+
+RowDotFn row_dot_for(CpuIsa isa, DType wtype) {
+  return find_at(row_dot_level(isa, wtype), wtype);
+}
+
+void row_dot_check(const RowDotParams& p) {
+  const std::string_view tn = name(p.wtype);
+  const size_t a_need = row_dot_activation_bytes(p.wtype, p.cols);
+  const auto w_row = bytes_for(p.wtype, uint64_t(p.cols));
+  if (p.rows < 0 || p.n_tokens < 0)
+    fail(ErrorKind::kInternal, "row dot {}: negative sizes ({} rows, {} tokens)", tn, p.rows,
+         p.n_tokens);
+  if (p.row_begin < 0 || p.row_begin > p.row_end || p.row_end > p.rows)
+    fail(ErrorKind::kInternal, "row dot {}: row range [{}, {}) outside [0, {})", tn, p.row_begin,
+         p.row_end, p.rows);
+  if (p.row_begin == p.row_end || p.n_tokens == 0) return;
+  if (!p.w || !p.a || !p.y) fail(ErrorKind::kInternal, "row dot {}: null pointer", tn);
+  if (p.rows > 1 && p.w_row_stride < *w_row)
+    fail(ErrorKind::kInternal, "row dot {}: weight row stride {} < {}", tn, p.w_row_stride,
+         *w_row);
+  if (p.n_tokens > 1 && p.a_row_bytes < a_need)
+    fail(ErrorKind::kInternal, "row dot {}: activation row stride {} < {}", tn, p.a_row_bytes,
+         a_need);
+  if (p.n_tokens > 1 && p.y_row_stride < size_t(p.rows))
+    fail(ErrorKind::kInternal, "row dot {}: output row stride {} < {} rows", tn, p.y_row_stride,
+         p.rows);
+  if (p.wtype == DType::kF8E4M3) {
+    const size_t blocks = size_t((p.cols + kFp8ScaleBlock - 1) / kFp8ScaleBlock);
+    if (!p.scales) fail(ErrorKind::kInternal, "row dot f8_e4m3: no block scales");
+    if (p.rows > kFp8ScaleBlock && p.scale_row_stride < blocks)
+      fail(ErrorKind::kInternal, "row dot f8_e4m3: scale row stride {} < {} blocks",
+           p.scale_row_stride, blocks);
+  }
+}
+
+}  // namespace tandem::kernels

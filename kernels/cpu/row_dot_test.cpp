@@ -1,0 +1,195 @@
+// Every vector row-dot variant against the generic one (row_dot.h), per
+// weight type, on random shapes with ragged rows, columns, tokens and row
+// ranges. The bound on |vector - generic| is a fraction of sum|w*x| (with
+// the dequantised weights and activations): the variants add the same
+// products, or the same exact integer block sums, in another order.
+#include "kernels/cpu/row_dot.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/quantize.h"
+
+namespace tandem::kernels {
+namespace {
+
+struct TypeCase {
+  DType type;
+  std::vector<int64_t> cols;  // column counts to try (ragged where the type allows)
+  double rel_bound;           // of sum|w*x|
+};
+
+const TypeCase kCases[] = {
+    {DType::kF32, {1, 7, 16, 33, 100, 1029}, 2e-6},
+    {DType::kBF16, {1, 7, 32, 33, 100, 1029}, 2e-6},
+    {DType::kF8E4M3, {5, 128, 200, 448, 1024}, 2e-6},
+    {DType::kQ8_0, {32, 96, 224, 1024}, 2e-6},
+    {DType::kQ4_K, {256, 768, 2048}, 2e-6},
+    {DType::kQ5_K, {256, 768, 2048}, 2e-6},
+    {DType::kQ6_K, {256, 768, 2048}, 2e-6},
+};
+
+struct Problem {
+  DType type;
+  int64_t rows, cols, tokens;
+  size_t w_stride, a_stride, scale_stride;
+  std::vector<uint8_t> w, a;
+  std::vector<float> scales, w_deq, a_deq;
+};
+
+Problem make_problem(DType t, int64_t rows, int64_t cols, int64_t tokens, std::mt19937& rng) {
+  Problem p{t, rows, cols, tokens, 0, 0, 0, {}, {}, {}, {}, {}};
+  p.w_stride = size_t(*bytes_for(t, uint64_t(cols))) + 13;  // junk between rows
+  p.a_stride = row_dot_activation_bytes(t, cols);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  p.w.assign(p.w_stride * size_t(rows), 0xA5);
+  p.w_deq.resize(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = nd(rng) * (t == DType::kF8E4M3 ? 60.0f : 0.05f);
+    row[size_t(r % cols)] *= 5;
+    if (t == DType::kF8E4M3 && cols > 3) row[1] = 0.004f, row[2] = -0.0011f;  // subnormals
+    uint8_t* dst = p.w.data() + size_t(r) * p.w_stride;
+    quantize_generic(t, row.data(), dst, row.size());
+    dequantize_generic(t, dst, p.w_deq.data() + r * cols, row.size());
+  }
+  if (t == DType::kF8E4M3) {
+    p.scale_stride = size_t((cols + 127) / 128) + 1;
+    p.scales.resize(p.scale_stride * size_t((rows + 127) / 128));
+    std::uniform_real_distribution<float> sd(1e-4f, 3e-3f);
+    for (auto& s : p.scales) s = sd(rng);
+  }
+  std::vector<float> x(size_t(tokens * cols));
+  for (auto& v : x) v = nd(rng);
+  p.a.assign(p.a_stride * size_t(tokens), 0);
+  convert_row_dot_activations(t, x.data(), size_t(cols), tokens, cols, p.a.data(), p.a_stride);
+  p.a_deq.resize(x.size());
+  const DType act = row_dot_activation_type(t);
+  for (int64_t j = 0; j < tokens; ++j)
+    dequantize_generic(act, p.a.data() + size_t(j) * p.a_stride, p.a_deq.data() + j * cols,
+                       size_t(cols));
+  return p;
+}
+
+RowDotParams params(const Problem& p, std::vector<float>& y, int64_t r0, int64_t r1) {
+  RowDotParams rp;
+  rp.wtype = p.type;
+  rp.w = p.w.data();
+  rp.w_row_stride = p.w_stride;
+  rp.rows = p.rows;
+  rp.cols = p.cols;
+  rp.scales = p.scales.empty() ? nullptr : p.scales.data();
+  rp.scale_row_stride = p.scale_stride;
+  rp.a = p.a.data();
+  rp.a_row_bytes = p.a_stride;
+  rp.n_tokens = p.tokens;
+  y.assign(size_t(p.tokens * (p.rows + 2)), -7.0f);
+  rp.y = y.data();
+  rp.y_row_stride = size_t(p.rows + 2);
+  rp.row_begin = r0;
+  rp.row_end = r1;
+  return rp;
+}
+
+double abs_dot(const Problem& p, int64_t r, int64_t t) {
+  double s = 0;
+  for (int64_t c = 0; c < p.cols; ++c) {
+    double w = p.w_deq[size_t(r * p.cols + c)];
+    if (p.type == DType::kF8E4M3) w *= p.scales[size_t(r / 128) * p.scale_stride + size_t(c / 128)];
+    s += std::fabs(w * p.a_deq[size_t(t * p.cols + c)]);
+  }
+  return s;
+}
+
+void check_level(CpuIsa isa, RowDotFn (*find)(DType)) {
+  if (!supports(detect_cpu_features(), isa))
+    GTEST_SKIP() << "this cpu cannot run " << isa_name(isa) << " (" << describe(detect_cpu_features())
+                 << ")";
+  std::mt19937 rng(1234);
+  for (const TypeCase& tc : kCases) {
+    SCOPED_TRACE(std::string(name(tc.type)));
+    RowDotFn fast = find(tc.type);
+    ASSERT_NE(fast, nullptr) << isa_name(isa) << " has no " << name(tc.type) << " kernel";
+    RowDotFn ref = generic::find(tc.type);
+    double worst = 0;
+    for (int64_t cols : tc.cols) {
+      for (int64_t rows : {1, 6, 133}) {
+        for (int64_t tokens : {1, 2, 3, 4, 7}) {
+          const Problem p = make_problem(tc.type, rows, cols, tokens, rng);
+          const int64_t r0 = rows > 4 ? 1 : 0, r1 = rows > 4 ? rows - 1 : rows;
+          std::vector<float> y_fast, y_ref;
+          const RowDotParams pf = params(p, y_fast, r0, r1), pr = params(p, y_ref, r0, r1);
+          row_dot_check(pf);
+          fast(pf);
+          ref(pr);
+          for (int64_t t = 0; t < tokens; ++t)
+            for (int64_t r = 0; r < rows + 2; ++r) {
+              const size_t i = size_t(t) * pf.y_row_stride + size_t(r);
+              if (r < r0 || r >= r1) {
+                ASSERT_EQ(y_fast[i], -7.0f) << "wrote outside its rows: row " << r;
+                continue;
+              }
+              const double s = abs_dot(p, r, t), d = std::fabs(double(y_fast[i]) - y_ref[i]);
+              ASSERT_TRUE(std::isfinite(y_fast[i]));
+              ASSERT_LE(d, tc.rel_bound * s + 1e-30)
+                  << "row " << r << " token " << t << " of " << rows << "x" << cols << ", "
+                  << tokens << " tokens: " << y_fast[i] << " vs " << y_ref[i];
+              if (s > 0) worst = std::max(worst, d / s);
+            }
+        }
+      }
+    }
+    std::printf("  %s %s: worst |fast - generic| / sum|w*x| = %.2e\n",
+                std::string(isa_name(isa)).c_str(), std::string(name(tc.type)).c_str(), worst);
+  }
+}
+
+TEST(RowDot, Avx2MatchesGeneric) { check_level(CpuIsa::kAvx2, avx2::find); }
+TEST(RowDot, Avx512MatchesGeneric) { check_level(CpuIsa::kAvx512, avx512::find); }
+TEST(RowDot, Avx512Bf16MatchesGeneric) { check_level(CpuIsa::kAvx512Bf16, avx512bf16::find); }
+
+TEST(RowDot, GenericFp8IsTheScaledExactSum) {
+  // One row, 256 columns: two scale blocks; every product is exact, so the
+  // generic result equals a double-precision sum to f32 rounding.
+  std::mt19937 rng(7);
+  const Problem p = make_problem(DType::kF8E4M3, 1, 256, 1, rng);
+  std::vector<float> y;
+  generic::find(DType::kF8E4M3)(params(p, y, 0, 1));
+  double want = 0;
+  for (int c = 0; c < 256; ++c)
+    want += double(p.w_deq[size_t(c)]) * p.a_deq[size_t(c)] * p.scales[size_t(c / 128)];
+  EXPECT_NEAR(y[0], want, 1e-6 * abs_dot(p, 0, 0));
+}
+
+TEST(RowDot, LowerLevelsServeTypesAVariantLacks) {
+  EXPECT_EQ(row_dot_level(CpuIsa::kAvx512Bf16, DType::kQ5_0), CpuIsa::kGeneric);
+  EXPECT_EQ(row_dot_level(CpuIsa::kAvx512Bf16, DType::kBF16), CpuIsa::kAvx512Bf16);
+  EXPECT_EQ(row_dot_level(CpuIsa::kAvx2, DType::kQ4_K), CpuIsa::kAvx2);
+  EXPECT_EQ(row_dot_level(CpuIsa::kGeneric, DType::kQ4_K), CpuIsa::kGeneric);
+  EXPECT_THROW(row_dot_for(CpuIsa::kAvx2, DType::kI32), Error);
+}
+
+TEST(RowDot, ChecksRefuseBadShapes) {
+  EXPECT_THROW(row_dot_activation_bytes(DType::kQ4_K, 100), Error);
+  EXPECT_THROW(row_dot_activation_bytes(DType::kQ8_0, 33), Error);
+  EXPECT_EQ(row_dot_activation_bytes(DType::kBF16, 33) % 64, 0u);
+  std::mt19937 rng(3);
+  Problem p = make_problem(DType::kBF16, 6, 64, 2, rng);
+  std::vector<float> y;
+  RowDotParams rp = params(p, y, 0, 7);
+  EXPECT_THROW(row_dot_check(rp), Error);
+  rp = params(p, y, 0, 6);
+  rp.a_row_bytes = 8;
+  EXPECT_THROW(row_dot_check(rp), Error);
+}
+
+}  // namespace
+}  // namespace tandem::kernels

@@ -1,0 +1,537 @@
+// The vector row dots (row_dot.h), one source compiled once per level with
+// that level's compiler flags (kernels/cpu/CMakeLists.txt): avx2 (256-bit),
+// avx512 (512-bit F/BW/DQ/VL) and avx512bf16 (+ vdpbf16ps and vpdpbusd).
+// TANDEM_ROW_DOT_NS names the level's namespace. The differences between
+// levels stay inside this file, in the small helpers below.
+//
+// Shape of every kernel: a tile of R weight rows (4, or 1 for the last rows)
+// by T tokens (1..4) keeps R*T accumulators in registers and walks the
+// columns once, so each weight byte is loaded once per 4 tokens and the rows'
+// streams run side by side for the hardware prefetchers.
+//
+// Integer types use 256-bit blocks at every level: one Q8_0 block or one
+// 32-value sub-block of a k-quant is one register, and u8 x s8 products go
+// through vpdpbusd (VNNI) or vpmaddubsw + vpmaddwd (exact either way: no
+// pair of products here reaches int16's limit).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/row_dot.h"
+
+#ifndef TANDEM_ROW_DOT_NS
+#error "compile with -DTANDEM_ROW_DOT_NS=<level>"
+#endif
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+namespace {
+
+// ---- float vectors: 16 lanes with AVX-512, 8 with AVX2 ----------------------------
+#if defined(__AVX512F__)
+using VF = __m512;
+constexpr int kLanes = 16;
+inline VF vzero() { return _mm512_setzero_ps(); }
+inline VF vset1(float v) { return _mm512_set1_ps(v); }
+inline VF vfma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
+inline float vsum(VF v) { return _mm512_reduce_add_ps(v); }
+inline VF load_f32(const uint8_t* p) { return _mm512_loadu_ps(p); }
+inline VF load_bf16(const uint8_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+// 16 FP8 values as f32 * 2^-8: the FP8 bits placed into an fp16 (whose
+// exponent bias is 8 more) convert exactly, subnormals included.
+inline VF load_fp8_scaled(const uint8_t* p) {
+  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7F)), 7),
+                                    _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
+  return _mm512_cvtph_ps(h);
+}
+#else
+using VF = __m256;
+constexpr int kLanes = 8;
+inline VF vzero() { return _mm256_setzero_ps(); }
+inline VF vset1(float v) { return _mm256_set1_ps(v); }
+inline VF vfma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
+inline float vsum(VF v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline VF load_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+inline VF load_bf16(const uint8_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline VF load_fp8_scaled(const uint8_t* p) {
+  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7F)), 7),
+                                 _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+  return _mm256_cvtph_ps(h);
+}
+#endif
+
+// A tail of n < step values, copied into a zeroed buffer so the full-width
+// loads above read zeros past the end of the row (never past the mapping).
+struct Tail {
+  alignas(64) uint8_t bytes[256] = {};
+  const uint8_t* from(const uint8_t* p, size_t n_bytes) {
+    std::memcpy(bytes, p, n_bytes);
+    return bytes;
+  }
+};
+
+// ---- 256-bit integer dot: sum of 4 u8*s8 products per int32 lane ---------------
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+inline __m256i load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline int32_t hsum256i(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+inline float half(const uint8_t* p) { return fp16_to_f32(load_unaligned<uint16_t>(p)); }
+
+// ---- the tile driver -------------------------------------------------------------
+// Tile<R, T>::run(p, w[R], a[T], out[R][T]) computes the R x T dots.
+template <template <int, int> class Tile, int R, int T>
+void tile(const RowDotParams& p, int64_t r, int64_t t) {
+  const uint8_t* w[R];
+  const uint8_t* a[T];
+  float out[R][T];
+  for (int i = 0; i < R; ++i) w[i] = p.w + size_t(r + i) * p.w_row_stride;
+  for (int j = 0; j < T; ++j) a[j] = p.a + size_t(t + j) * p.a_row_bytes;
+  Tile<R, T>::run(p, r, w, a, out);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) p.y[size_t(t + j) * p.y_row_stride + size_t(r + i)] = out[i][j];
+}
+
+template <template <int, int> class Tile, int R>
+void tokens(const RowDotParams& p, int64_t r) {
+  int64_t t = 0;
+  for (; t + 4 <= p.n_tokens; t += 4) tile<Tile, R, 4>(p, r, t);
+  switch (p.n_tokens - t) {
+    case 3: tile<Tile, R, 3>(p, r, t); break;
+    case 2: tile<Tile, R, 2>(p, r, t); break;
+    case 1: tile<Tile, R, 1>(p, r, t); break;
+    default: break;
+  }
+}
+
+template <template <int, int> class Tile>
+void drive(const RowDotParams& p) {
+  int64_t r = p.row_begin;
+  for (; r + 4 <= p.row_end; r += 4) tokens<Tile, 4>(p, r);
+  for (; r < p.row_end; ++r) tokens<Tile, 1>(p, r);
+}
+
+// ---- F32, BF16 (widened), FP8 (widened) ------------------------------------------
+// Load(p, i) gives kLanes weights from element i; the activation rows are
+// f32 (F32) or bf16 (BF16, FP8), AL gives them.
+struct LoadF32 {
+  static constexpr int kBytes = 4;
+  static VF w(const uint8_t* p) { return load_f32(p); }
+  static VF a(const uint8_t* p) { return load_f32(p); }
+};
+struct LoadBf16 {
+  static constexpr int kBytes = 2;
+  static VF w(const uint8_t* p) { return load_bf16(p); }
+  static VF a(const uint8_t* p) { return load_bf16(p); }
+};
+
+template <class L, int R, int T>
+void widened_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
+                  VF (&acc)[R][T]) {
+  constexpr int B = L::kBytes;
+  int64_t c = c0;
+  for (; c + kLanes <= c1; c += kLanes) {
+    VF wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = L::w(w[i] + B * c);
+    for (int j = 0; j < T; ++j) {
+      const VF av = L::a(a[j] + B * c);
+      for (int i = 0; i < R; ++i) acc[i][j] = vfma(wv[i], av, acc[i][j]);
+    }
+  }
+  if (c < c1) {
+    const size_t n = size_t(c1 - c) * B;
+    for (int i = 0; i < R; ++i) {
+      Tail tw;
+      const VF wv = L::w(tw.from(w[i] + B * c, n));
+      for (int j = 0; j < T; ++j) {
+        Tail ta;
+        acc[i][j] = vfma(wv, L::a(ta.from(a[j] + B * c, n)), acc[i][j]);
+      }
+    }
+  }
+}
+
+template <class L>
+struct Widened {
+  template <int R, int T>
+  struct Tile {
+    static void run(const RowDotParams& p, int64_t, const uint8_t* const* w,
+                    const uint8_t* const* a, float (&out)[R][T]) {
+      VF acc[R][T];
+      for (auto& row : acc)
+        for (auto& v : row) v = vzero();
+      widened_span<L, R, T>(w, a, 0, p.cols, acc);
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) out[i][j] = vsum(acc[i][j]);
+    }
+  };
+};
+template <int R, int T> using F32Tile = Widened<LoadF32>::template Tile<R, T>;
+
+#if defined(__AVX512BF16__)
+// bf16 pairs with vdpbf16ps: 32 values per instruction.
+inline __m512i load_w_bf16x32(const uint8_t* p) { return _mm512_loadu_si512(p); }
+// 32 FP8 values as bf16. Normal values only move their exponent
+// (bias 7 -> 127: +120 << 7); the 7 subnormal magnitudes (m * 2^-9) come
+// from a table, as vdpbf16ps would flush bf16 subnormals anyway.
+inline __m512i load_fp8_as_bf16x32(const uint8_t* p) {
+  const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi16(0x7F));
+  __m512i v = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(120 << 7));
+  const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                       0, 0, 0, 0, 0x3C60, 0x3C40, 0x3C20, 0x3C00, 0x3BC0, 0x3B80,
+                                       0x3B00, 0);
+  v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, sub);
+  return _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(b, _mm512_set1_epi16(0x80)), 8));
+}
+
+// Columns [c0, c1) of bf16 activations against weights given as bf16 by
+// LoadW (32 at a time), with vdpbf16ps.
+template <int WB, __m512i (*LoadW)(const uint8_t*), int R, int T>
+void dpbf16_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
+                 __m512 (&acc)[R][T]) {
+  int64_t c = c0;
+  for (; c + 32 <= c1; c += 32) {
+    __m512i wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = LoadW(w[i] + WB * c);
+    for (int j = 0; j < T; ++j) {
+      const __m512bh av = (__m512bh)_mm512_loadu_si512(a[j] + 2 * c);
+      for (int i = 0; i < R; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], av);
+    }
+  }
+  if (c < c1) {
+    const size_t n = size_t(c1 - c);
+    for (int i = 0; i < R; ++i) {
+      Tail tw;
+      const __m512i wv = LoadW(tw.from(w[i] + WB * c, n * WB));
+      for (int j = 0; j < T; ++j) {
+        Tail ta;
+        const __m512bh av = (__m512bh)_mm512_loadu_si512(ta.from(a[j] + 2 * c, n * 2));
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv, av);
+      }
+    }
+  }
+}
+
+template <int R, int T>
+struct Bf16Tile {
+  static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T]) {
+    __m512 acc[R][T];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm512_setzero_ps();
+    dpbf16_span<2, load_w_bf16x32, R, T>(w, a, 0, p.cols, acc);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+  }
+};
+
+template <int R, int T>
+struct Fp8Tile {
+  static void run(const RowDotParams& p, int64_t r, const uint8_t* const* w,
+                  const uint8_t* const* a, float (&out)[R][T]) {
+    __m512 sum[R][T];
+    for (auto& row : sum)
+      for (auto& v : row) v = _mm512_setzero_ps();
+    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
+      __m512 blk[R][T];
+      for (auto& row : blk)
+        for (auto& v : row) v = _mm512_setzero_ps();
+      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
+      dpbf16_span<1, load_fp8_as_bf16x32, R, T>(w, a, c0, c1, blk);
+      for (int i = 0; i < R; ++i) {
+        const __m512 s = _mm512_set1_ps(
+            p.scales[size_t((r + i) / kFp8ScaleBlock) * p.scale_row_stride + size_t(c0 / kFp8ScaleBlock)]);
+        for (int j = 0; j < T; ++j) sum[i][j] = _mm512_fmadd_ps(blk[i][j], s, sum[i][j]);
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) out[i][j] = _mm512_reduce_add_ps(sum[i][j]);
+  }
+};
+#else
+template <int R, int T> using Bf16Tile = Widened<LoadBf16>::template Tile<R, T>;
+
+struct LoadFp8 {
+  static constexpr int kBytes = 1;
+  static VF w(const uint8_t* p) { return load_fp8_scaled(p); }
+  static VF a(const uint8_t* p) { return load_bf16(p); }
+};
+// The activation pointer advances by 2 bytes per value, the weights by 1.
+template <int R, int T>
+void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
+              VF (&acc)[R][T]) {
+  int64_t c = c0;
+  for (; c + kLanes <= c1; c += kLanes) {
+    VF wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = load_fp8_scaled(w[i] + c);
+    for (int j = 0; j < T; ++j) {
+      const VF av = load_bf16(a[j] + 2 * c);
+      for (int i = 0; i < R; ++i) acc[i][j] = vfma(wv[i], av, acc[i][j]);
+    }
+  }
+  if (c < c1) {
+    const size_t n = size_t(c1 - c);
+    for (int i = 0; i < R; ++i) {
+      Tail tw;
+      const VF wv = load_fp8_scaled(tw.from(w[i] + c, n));
+      for (int j = 0; j < T; ++j) {
+        Tail ta;
+        acc[i][j] = vfma(wv, load_bf16(ta.from(a[j] + 2 * c, 2 * n)), acc[i][j]);
+      }
+    }
+  }
+}
+
+template <int R, int T>
+struct Fp8Tile {
+  static void run(const RowDotParams& p, int64_t r, const uint8_t* const* w,
+                  const uint8_t* const* a, float (&out)[R][T]) {
+    VF sum[R][T];
+    for (auto& row : sum)
+      for (auto& v : row) v = vzero();
+    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
+      VF blk[R][T];
+      for (auto& row : blk)
+        for (auto& v : row) v = vzero();
+      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
+      fp8_span<R, T>(w, a, c0, c1, blk);
+      for (int i = 0; i < R; ++i) {
+        // 256 undoes the 2^-8 of load_fp8_scaled (exact).
+        const VF s = vset1(256.0f * p.scales[size_t((r + i) / kFp8ScaleBlock) * p.scale_row_stride +
+                                              size_t(c0 / kFp8ScaleBlock)]);
+        for (int j = 0; j < T; ++j) sum[i][j] = vfma(blk[i][j], s, sum[i][j]);
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) out[i][j] = vsum(sum[i][j]);
+  }
+};
+#endif
+
+// ---- Q8_0 x Q8_0 -------------------------------------------------------------------
+// Per 32-value block: |w| (u8) against x with w's sign, one int32 vector,
+// scaled by d_w * d_x into an f32 vector.
+template <int R, int T>
+struct Q8_0Tile {
+  static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T]) {
+    __m256 acc[R][T];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm256_setzero_ps();
+    const int64_t nb = p.cols / kQK8_0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t off = size_t(b) * sizeof(BlockQ8_0);
+      __m256i wq[R], wabs[R];
+      float dw[R];
+      for (int i = 0; i < R; ++i) {
+        wq[i] = load256(w[i] + off + 2);
+        wabs[i] = _mm256_sign_epi8(wq[i], wq[i]);
+        dw[i] = half(w[i] + off);
+      }
+      for (int j = 0; j < T; ++j) {
+        const __m256i xq = load256(a[j] + off + 2);
+        const float dx = half(a[j] + off);
+        for (int i = 0; i < R; ++i) {
+          const __m256i s = dot_u8s8(wabs[i], _mm256_sign_epi8(xq, wq[i]));
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[i] * dx), acc[i][j]);
+        }
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) out[i][j] = hsum256(acc[i][j]);
+  }
+};
+
+// ---- k-quants x Q8_K -----------------------------------------------------------------
+// A super-block of 256 values in 8 sub-blocks of 32 (Q4_K, Q5_K) or 16 of 16
+// (Q6_K) with small integer scales: the integer dots of a super-block are
+// scaled by their sub-block scales in int32 and summed, then converted to
+// f32 once with d_w * d_x; the mins (Q4_K, Q5_K) and Q6_K's -32 offset go
+// through Q8_K's precomputed 16-value sums (bsums).
+struct Q8KRef {
+  float d;
+  const uint8_t* block;
+  explicit Q8KRef(const uint8_t* b) : d(load_unaligned<float>(b)), block(b) {}
+  const uint8_t* qs(int k) const { return block + offsetof(BlockQ8_K, qs) + 32 * k; }
+  int32_t bsum(int j) const {
+    return load_unaligned<int16_t>(block + offsetof(BlockQ8_K, bsums) + 2 * j);
+  }
+};
+
+struct K4Scales {
+  int32_t sc[8], m[8];
+  explicit K4Scales(const uint8_t* scales) {
+    for (int j = 0; j < 8; ++j) {
+      uint8_t s, mm;
+      k4_scale_min(j, scales, &s, &mm);
+      sc[j] = s;
+      m[j] = mm;
+    }
+  }
+};
+
+// Q4_K and Q5_K share everything but where the 5th bit comes from.
+template <bool kFive, int R, int T>
+void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
+              float (&out)[R][T]) {
+  constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
+  __m256 acc[R][T];
+  float mins[R][T] = {};
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const int64_t nb = p.cols / kQK_K;
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t woff = size_t(b) * kBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* wb = w[i] + woff;
+      const K4Scales ks(wb + 4);
+      const float d = half(wb), dmin = half(wb + 2);
+      __m256i q[8];
+      for (int c = 0; c < 4; ++c) {
+        const __m256i raw = load256(wb + kQs + 32 * c);
+        q[2 * c] = _mm256_and_si256(raw, low4);
+        q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      }
+      if constexpr (kFive) {
+        const __m256i hb = load256(wb + offsetof(BlockQ5_K, qh));
+        const __m256i one = _mm256_set1_epi8(1);
+        for (int j = 0; j < 8; ++j) {
+          // bit j of every qh byte is the 5th bit of sub-block j
+          const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hb, j), one);
+          q[j] = _mm256_or_si256(q[j], _mm256_slli_epi16(bit, 4));
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const Q8KRef x(a[t] + aoff);
+        __m256i isum = _mm256_setzero_si256();
+        int32_t msum = 0;
+        for (int j = 0; j < 8; ++j) {
+          const __m256i s = dot_u8s8(q[j], load256(x.qs(j)));
+          isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, _mm256_set1_epi32(ks.sc[j])));
+          msum += ks.m[j] * (x.bsum(2 * j) + x.bsum(2 * j + 1));
+        }
+        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
+        mins[i][t] += dmin * x.d * float(msum);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) out[i][t] = hsum256(acc[i][t]) - mins[i][t];
+}
+
+template <int R, int T>
+struct Q4KTile {
+  static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T]) {
+    k45_tile<false, R, T>(p, w, a, out);
+  }
+};
+template <int R, int T>
+struct Q5KTile {
+  static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T]) {
+    k45_tile<true, R, T>(p, w, a, out);
+  }
+};
+
+// Q6_K: value = d * sc[j] * (q - 32), q = 4 low bits from ql and 2 high bits
+// from qh; the 32 values of one register span two 16-value sub-blocks.
+template <int R, int T>
+struct Q6KTile {
+  static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T]) {
+    __m256 acc[R][T];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    const int64_t nb = p.cols / kQK_K;
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t woff = size_t(b) * sizeof(BlockQ6_K), aoff = size_t(b) * sizeof(BlockQ8_K);
+      for (int i = 0; i < R; ++i) {
+        const uint8_t* wb = w[i] + woff;
+        const auto* sc = reinterpret_cast<const int8_t*>(wb + offsetof(BlockQ6_K, scales));
+        const float d = half(wb + offsetof(BlockQ6_K, d));
+        __m256i q[8];  // q[k] holds values 32k .. 32k+31
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* ql = wb + 64 * h;
+          const __m256i qh = load256(wb + offsetof(BlockQ6_K, qh) + 32 * h);
+          const __m256i l0 = load256(ql), l1 = load256(ql + 32);
+          auto hi = [&](int shift) {
+            return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), two), 4);
+          };
+          q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, low4), hi(0));
+          q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), hi(2));
+          q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), hi(4));
+          q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), hi(6));
+        }
+        for (int t = 0; t < T; ++t) {
+          const Q8KRef x(a[t] + aoff);
+          __m256i isum = _mm256_setzero_si256();
+          int32_t offset = 0;
+          for (int k = 0; k < 8; ++k) {
+            const __m256i s = dot_u8s8(q[k], load256(x.qs(k)));
+            // lanes 0-3: sub-block 2k, lanes 4-7: sub-block 2k+1
+            const __m256i scv = _mm256_setr_m128i(_mm_set1_epi32(sc[2 * k]), _mm_set1_epi32(sc[2 * k + 1]));
+            isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, scv));
+            offset += sc[2 * k] * x.bsum(2 * k) + sc[2 * k + 1] * x.bsum(2 * k + 1);
+          }
+          isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
+          acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
+        }
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) out[i][j] = hsum256(acc[i][j]);
+  }
+};
+
+}  // namespace
+
+RowDotFn find(DType wtype) {
+  switch (wtype) {
+    case DType::kF32: return drive<F32Tile>;
+    case DType::kBF16: return drive<Bf16Tile>;
+    case DType::kF8E4M3: return drive<Fp8Tile>;
+    case DType::kQ8_0: return drive<Q8_0Tile>;
+    case DType::kQ4_K: return drive<Q4KTile>;
+    case DType::kQ5_K: return drive<Q5KTile>;
+    case DType::kQ6_K: return drive<Q6KTile>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
