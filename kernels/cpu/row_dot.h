@@ -38,6 +38,9 @@ struct RowDotParams {
   size_t scale_row_stride = 0;
   const uint8_t* a = nullptr;  // n_tokens converted activation rows
   size_t a_row_bytes = 0;      // bytes between them (>= row_dot_activation_bytes)
+  // If set, token t's activation row is a_rows[t] instead (a gather: the
+  // tokens routed to one expert, from the layer's converted activations).
+  const uint8_t* const* a_rows = nullptr;
   int64_t n_tokens = 0;
   float* y = nullptr;  // y[t * y_row_stride + r]
   size_t y_row_stride = 0;
@@ -45,6 +48,10 @@ struct RowDotParams {
 };
 
 using RowDotFn = void (*)(const RowDotParams&);
+
+inline const uint8_t* activation_row(const RowDotParams& p, int64_t t) {
+  return p.a_rows ? p.a_rows[t] : p.a + size_t(t) * p.a_row_bytes;
+}
 
 // Activation format of a weight type (above). Throws kUnsupported for types
 // with no kernel (I8, U8, I32).

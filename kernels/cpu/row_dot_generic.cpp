@@ -16,8 +16,9 @@ namespace {
 
 void rows_matmul(const RowDotParams& p) {
   const bool f32 = p.wtype == DType::kF32;
+  const size_t a_bytes = f32 ? 0 : row_dot_activation_bytes(p.wtype, p.cols);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
-    const uint8_t* a = p.a + size_t(t) * p.a_row_bytes;
+    const uint8_t* a = activation_row(p, t);
     MatmulParams m;
     m.wtype = p.wtype;
     m.w = p.w;
@@ -30,7 +31,7 @@ void rows_matmul(const RowDotParams& p) {
     m.y = p.y + size_t(t) * p.y_row_stride;
     m.y_row_stride = size_t(p.rows);
     m.workspace = f32 ? nullptr : const_cast<uint8_t*>(a);
-    m.workspace_bytes = f32 ? 0 : p.a_row_bytes;
+    m.workspace_bytes = a_bytes;
     m.row_begin = p.row_begin;
     m.row_end = p.row_end;
     matmul_rows_generic(m);
@@ -45,7 +46,7 @@ void rows_fp8(const RowDotParams& p) {
     const uint8_t* w = p.w + size_t(r) * p.w_row_stride;
     const float* s = p.scales + size_t(r / kFp8ScaleBlock) * p.scale_row_stride;
     for (int64_t t = 0; t < p.n_tokens; ++t) {
-      const uint8_t* a = p.a + size_t(t) * p.a_row_bytes;
+      const uint8_t* a = activation_row(p, t);
       float sum = 0;
       for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
         float block = 0;
@@ -145,11 +146,12 @@ void row_dot_check(const RowDotParams& p) {
     fail(ErrorKind::kInternal, "row dot {}: row range [{}, {}) outside [0, {})", tn, p.row_begin,
          p.row_end, p.rows);
   if (p.row_begin == p.row_end || p.n_tokens == 0) return;
-  if (!p.w || !p.a || !p.y) fail(ErrorKind::kInternal, "row dot {}: null pointer", tn);
+  if (!p.w || !(p.a || p.a_rows) || !p.y)
+    fail(ErrorKind::kInternal, "row dot {}: null pointer", tn);
   if (p.rows > 1 && p.w_row_stride < *w_row)
     fail(ErrorKind::kInternal, "row dot {}: weight row stride {} < {}", tn, p.w_row_stride,
          *w_row);
-  if (p.n_tokens > 1 && p.a_row_bytes < a_need)
+  if (!p.a_rows && p.n_tokens > 1 && p.a_row_bytes < a_need)
     fail(ErrorKind::kInternal, "row dot {}: activation row stride {} < {}", tn, p.a_row_bytes,
          a_need);
   if (p.n_tokens > 1 && p.y_row_stride < size_t(p.rows))

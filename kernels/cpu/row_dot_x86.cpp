@@ -117,7 +117,7 @@ void tile(const RowDotParams& p, int64_t r, int64_t t) {
   const uint8_t* a[T];
   float out[R][T];
   for (int i = 0; i < R; ++i) w[i] = p.w + size_t(r + i) * p.w_row_stride;
-  for (int j = 0; j < T; ++j) a[j] = p.a + size_t(t + j) * p.a_row_bytes;
+  for (int j = 0; j < T; ++j) a[j] = activation_row(p, t + j);
   Tile<R, T>::run(p, r, w, a, out);
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < T; ++j) p.y[size_t(t + j) * p.y_row_stride + size_t(r + i)] = out[i][j];

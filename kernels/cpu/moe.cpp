@@ -1,0 +1,321 @@
+#include "kernels/cpu/moe.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "common/error.h"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+struct Task {
+  int32_t expert;  // index into the active-expert list
+  int32_t kind;    // 0: A (gate/up chunk), 1: B (down chunk)
+  int32_t chunk;
+};
+
+// Byte offsets of everything moe_forward keeps in the workspace.
+struct Layout {
+  size_t xa_row, ha_row;  // converted activation rows (gate/up input, down input)
+  int64_t chunk_a, chunk_b, tasks_a, tasks_b;
+  size_t xa, counts, slot_token, slot_of, a_rows, g, u, ha, yd, active, tasks, sync, total;
+};
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
+  Layout l{};
+  const int64_t n_assign = max_tokens * top_k;
+  const int64_t max_active = std::min<int64_t>(s.n_experts, n_assign);
+  l.xa_row = row_dot_activation_bytes(s.gate_up_type, s.hidden);
+  l.ha_row = row_dot_activation_bytes(s.down_type, s.ffn);
+  // A chunks are whole blocks of the down type and of its activation format,
+  // so each A task converts its own part of the down input. About 256 KiB
+  // of weights per task keeps 2..64 threads busy without much overhead.
+  const int64_t block = std::max<int64_t>(info(s.down_type).block_elems,
+                                          info(row_dot_activation_type(s.down_type)).block_elems);
+  const double gu_row = double(*bytes_for(s.gate_up_type, uint64_t(s.hidden)));
+  const double d_row = double(*bytes_for(s.down_type, uint64_t(s.ffn)));
+  l.chunk_a = round_up(std::max<int64_t>(16, int64_t((256 << 10) / (2 * gu_row))), block);
+  l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, block));
+  l.chunk_b = round_up(std::max<int64_t>(16, int64_t((256 << 10) / d_row)), 4);
+  l.chunk_b = std::min(l.chunk_b, round_up(s.hidden, 4));
+  l.tasks_a = (s.ffn + l.chunk_a - 1) / l.chunk_a;
+  l.tasks_b = (s.hidden + l.chunk_b - 1) / l.chunk_b;
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t here = at;
+    at = align_up(at + bytes);
+    return here;
+  };
+  l.xa = take(l.xa_row * size_t(max_tokens));
+  l.counts = take(sizeof(int32_t) * size_t(s.n_experts + 1));
+  l.slot_token = take(sizeof(int32_t) * size_t(n_assign));
+  l.slot_of = take(sizeof(int32_t) * size_t(n_assign));
+  l.a_rows = take(sizeof(const uint8_t*) * size_t(n_assign));
+  l.g = take(sizeof(float) * size_t(n_assign * s.ffn));
+  l.u = take(sizeof(float) * size_t(n_assign * s.ffn));
+  l.ha = take(l.ha_row * size_t(n_assign));
+  l.yd = take(sizeof(float) * size_t(n_assign * s.hidden));
+  l.active = take(sizeof(int32_t) * 2 * size_t(max_active));  // expert id, first slot
+  l.tasks = take(sizeof(Task) * size_t(max_active * (l.tasks_a + l.tasks_b)));
+  l.sync = take(kAlign * size_t(4 + max_active));  // counters, one cache line each
+  l.total = at;
+  return l;
+}
+
+float silu(float g) { return g / (1.0f + std::exp(-g)); }
+
+struct Job {
+  const MoeKernels* k;
+  const MoeShape* s;
+  const MoeExpert* experts;
+  const MoeBatch* b;
+  const Layout* l;
+  uint8_t* ws;
+  int64_t n_active, n_tasks;
+
+  template <class T>
+  T* at(size_t off) const { return reinterpret_cast<T*>(ws + off); }
+  std::atomic_ref<int64_t> counter(int64_t i) const {
+    return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(ws + l->sync + kAlign * size_t(i)));
+  }
+  // counters: 0 next task, 1 converted barrier, 2 done barrier, 4+e A tasks done of expert e
+  std::atomic_ref<int64_t> done_a(int64_t e) const { return counter(4 + e); }
+
+  static void wait_until(std::atomic_ref<int64_t> c, int64_t want) {
+    while (c.load(std::memory_order_acquire) < want) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  void barrier(int64_t which, int n_threads) const {
+    counter(which).fetch_add(1, std::memory_order_acq_rel);
+    wait_until(counter(which), n_threads);
+  }
+
+  RowDotParams rows(DType type, const uint8_t* w, size_t stride, int64_t n_rows, int64_t cols,
+                    const float* scales, size_t scale_stride) const {
+    RowDotParams p;
+    p.wtype = type;
+    p.w = w;
+    p.w_row_stride = stride;
+    p.rows = n_rows;
+    p.cols = cols;
+    p.scales = scales;
+    p.scale_row_stride = scale_stride;
+    return p;
+  }
+
+  void task_a(int64_t e_idx, int64_t chunk) const {
+    const int32_t* active = at<int32_t>(l->active);
+    const int64_t e = active[2 * e_idx], s0 = active[2 * e_idx + 1];
+    const int64_t m = at<int32_t>(l->counts)[e + 1] - at<int32_t>(l->counts)[e];
+    const int64_t f0 = chunk * l->chunk_a, f1 = std::min(s->ffn, f0 + l->chunk_a);
+    const MoeExpert& x = experts[e];
+    float* g = at<float>(l->g) + size_t(s0 * s->ffn);
+    float* u = at<float>(l->u) + size_t(s0 * s->ffn);
+    RowDotParams p = rows(s->gate_up_type, x.gate, s->gate_up_row_stride, s->ffn, s->hidden,
+                          x.gate_scales, s->gate_up_scale_stride);
+    p.a_rows = at<const uint8_t*>(l->a_rows) + s0;
+    p.n_tokens = m;
+    p.y = g;
+    p.y_row_stride = size_t(s->ffn);
+    p.row_begin = f0;
+    p.row_end = f1;
+    k->gate_up(p);
+    p.w = x.up;
+    p.scales = x.up_scales;
+    p.y = u;
+    k->gate_up(p);
+    for (int64_t t = 0; t < m; ++t) {
+      float* gt = g + size_t(t * s->ffn);
+      const float* ut = u + size_t(t * s->ffn);
+      for (int64_t f = f0; f < f1; ++f) gt[f] = silu(gt[f]) * ut[f];
+    }
+    const DType act = row_dot_activation_type(s->down_type);
+    const size_t off = size_t(*bytes_for(act, uint64_t(f0)));
+    convert_row_dot_activations(s->down_type, g + f0, size_t(s->ffn), m, f1 - f0,
+                                at<uint8_t>(l->ha) + size_t(s0) * l->ha_row + off, l->ha_row);
+  }
+
+  void task_b(int64_t e_idx, int64_t chunk) const {
+    wait_until(done_a(e_idx), l->tasks_a);
+    const int32_t* active = at<int32_t>(l->active);
+    const int64_t e = active[2 * e_idx], s0 = active[2 * e_idx + 1];
+    const int64_t m = at<int32_t>(l->counts)[e + 1] - at<int32_t>(l->counts)[e];
+    const MoeExpert& x = experts[e];
+    RowDotParams p = rows(s->down_type, x.down, s->down_row_stride, s->hidden, s->ffn,
+                          x.down_scales, s->down_scale_stride);
+    p.a = at<uint8_t>(l->ha) + size_t(s0) * l->ha_row;
+    p.a_row_bytes = l->ha_row;
+    p.n_tokens = m;
+    p.y = at<float>(l->yd) + size_t(s0 * s->hidden);
+    p.y_row_stride = size_t(s->hidden);
+    p.row_begin = chunk * l->chunk_b;
+    p.row_end = std::min(s->hidden, p.row_begin + l->chunk_b);
+    k->down(p);
+  }
+
+  void operator()(int index, int n_threads) const {
+    // 1. convert this thread's share of the tokens
+    for (int64_t t = index; t < b->n_tokens; t += n_threads)
+      convert_row_dot_activations(s->gate_up_type, b->x + size_t(t) * b->x_row_stride, 0, 1,
+                                  s->hidden, at<uint8_t>(l->xa) + size_t(t) * l->xa_row, l->xa_row);
+    barrier(1, n_threads);
+    // 2. tasks
+    const Task* tasks = at<Task>(l->tasks);
+    for (int64_t i = counter(0).fetch_add(1, std::memory_order_relaxed); i < n_tasks;
+         i = counter(0).fetch_add(1, std::memory_order_relaxed)) {
+      const Task& t = tasks[i];
+      if (t.kind == 0) {
+        task_a(t.expert, t.chunk);
+        done_a(t.expert).fetch_add(1, std::memory_order_acq_rel);
+      } else {
+        task_b(t.expert, t.chunk);
+      }
+    }
+    barrier(2, n_threads);
+    // 3. the weighted sum, a share of the columns each
+    const int64_t H = s->hidden;
+    const int64_t c0 = H * index / n_threads, c1 = H * (index + 1) / n_threads;
+    const int32_t* slot_of = at<int32_t>(l->slot_of);
+    const float* yd = at<float>(l->yd);
+    for (int64_t t = 0; t < b->n_tokens; ++t) {
+      float* y = b->y + size_t(t) * b->y_row_stride;
+      std::fill(y + c0, y + c1, 0.0f);
+      for (int k2 = 0; k2 < b->top_k; ++k2) {
+        const int32_t slot = slot_of[t * b->top_k + k2];
+        if (slot < 0) continue;
+        const float w = b->expert_weights[t * b->top_k + k2];
+        const float* src = yd + size_t(slot) * size_t(H);
+        for (int64_t c = c0; c < c1; ++c) y[c] += w * src[c];
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void moe_check_shape(const MoeShape& s) {
+  if (s.hidden <= 0 || s.ffn <= 0 || s.n_experts <= 0)
+    fail_invalid("moe layer: hidden {}, ffn {}, {} experts (all must be positive)", s.hidden,
+                 s.ffn, s.n_experts);
+  row_dot_activation_bytes(s.gate_up_type, s.hidden);  // throws with the cause
+  row_dot_activation_bytes(s.down_type, s.ffn);
+  if (s.gate_up_row_stride < *bytes_for(s.gate_up_type, uint64_t(s.hidden)) ||
+      s.down_row_stride < *bytes_for(s.down_type, uint64_t(s.ffn)))
+    fail(ErrorKind::kInternal, "moe layer: row strides {} / {} smaller than a row",
+         s.gate_up_row_stride, s.down_row_stride);
+}
+
+MoeKernels moe_kernels(CpuIsa isa, const MoeShape& s) {
+  moe_check_shape(s);
+  return {row_dot_for(isa, s.gate_up_type), row_dot_for(isa, s.down_type),
+          row_dot_level(isa, s.gate_up_type), row_dot_level(isa, s.down_type)};
+}
+
+size_t moe_workspace_bytes(const MoeShape& s, int64_t max_tokens, int top_k) {
+  moe_check_shape(s);
+  if (max_tokens < 0 || top_k <= 0)
+    fail(ErrorKind::kInternal, "moe layer: {} tokens, top_k {}", max_tokens, top_k);
+  return layout(s, max_tokens, top_k).total;
+}
+
+void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
+                 const MoeExpert* experts, const MoeBatch& b, void* workspace,
+                 size_t workspace_bytes) {
+  moe_check_shape(s);
+  if (b.n_tokens == 0) return;
+  if (!k.gate_up || !k.down || !experts || !b.x || !b.expert_ids || !b.expert_weights || !b.y ||
+      b.top_k <= 0)
+    fail(ErrorKind::kInternal, "moe layer: missing kernels, experts or batch pointers");
+  const Layout l = layout(s, b.n_tokens, b.top_k);
+  if (workspace_bytes < l.total || !workspace)
+    fail(ErrorKind::kInternal, "moe layer: workspace of {} bytes, {} needed", workspace_bytes,
+         l.total);
+  const int64_t n_assign = b.n_tokens * b.top_k;
+  for (int64_t i = 0; i < n_assign; ++i) {
+    const int32_t e = b.expert_ids[i];
+    if (e < -1 || e >= s.n_experts)
+      fail_invalid("moe layer: token {} routed to expert {} of {}", i / b.top_k, e, s.n_experts);
+    if (e >= 0 && !std::isfinite(b.expert_weights[i]))
+      fail_invalid("moe layer: token {} has routing weight {} for expert {}", i / b.top_k,
+                   b.expert_weights[i], e);
+  }
+  auto* ws = static_cast<uint8_t*>(workspace);
+  // Group the assignments by expert (a counting sort, in token order).
+  auto* counts = reinterpret_cast<int32_t*>(ws + l.counts);
+  auto* slot_token = reinterpret_cast<int32_t*>(ws + l.slot_token);
+  auto* slot_of = reinterpret_cast<int32_t*>(ws + l.slot_of);
+  auto* a_rows = reinterpret_cast<const uint8_t**>(ws + l.a_rows);
+  std::fill(counts, counts + s.n_experts + 1, 0);
+  for (int64_t i = 0; i < n_assign; ++i)
+    if (b.expert_ids[i] >= 0) ++counts[b.expert_ids[i] + 1];
+  for (int64_t e = 0; e < s.n_experts; ++e) counts[e + 1] += counts[e];
+  auto* active = reinterpret_cast<int32_t*>(ws + l.active);
+  int64_t n_active = 0;
+  for (int64_t e = 0; e < s.n_experts; ++e)
+    if (counts[e + 1] > counts[e]) {
+      active[2 * n_active] = int32_t(e);
+      active[2 * n_active + 1] = counts[e];
+      ++n_active;
+    }
+  {
+    // fill slots: a running cursor per expert, kept in the yd area until it is used
+    auto* cursor = reinterpret_cast<int32_t*>(ws + l.yd);
+    std::copy(counts, counts + s.n_experts, cursor);
+    for (int64_t i = 0; i < n_assign; ++i) {
+      const int32_t e = b.expert_ids[i];
+      if (e < 0) {
+        slot_of[i] = -1;
+        continue;
+      }
+      const int32_t slot = cursor[e]++;
+      slot_of[i] = slot;
+      slot_token[slot] = int32_t(i / b.top_k);
+      a_rows[slot] = ws + l.xa + size_t(i / b.top_k) * l.xa_row;
+    }
+  }
+  // Task order: A(0) A(1) B(0) A(2) B(1) ... B(n-1).
+  auto* tasks = reinterpret_cast<Task*>(ws + l.tasks);
+  int64_t n_tasks = 0;
+  auto add = [&](int64_t e, int kind, int64_t n) {
+    for (int64_t c = 0; c < n; ++c) tasks[n_tasks++] = {int32_t(e), kind, int32_t(c)};
+  };
+  for (int64_t e = 0; e < n_active; ++e) {
+    add(e, 0, l.tasks_a);
+    if (e > 0) add(e - 1, 1, l.tasks_b);
+  }
+  if (n_active > 0) add(n_active - 1, 1, l.tasks_b);
+  std::memset(ws + l.sync, 0, kAlign * size_t(4 + n_active));
+  Job job{&k, &s, experts, &b, &l, ws, n_active, n_tasks};
+  pool.run(job);
+}
+
+MoeRouteStats moe_route_stats(const MoeShape& s, const MoeBatch& b) {
+  MoeRouteStats st;
+  std::vector<bool> used(size_t(s.n_experts), false);
+  for (int64_t i = 0; i < b.n_tokens * b.top_k; ++i) {
+    const int32_t e = b.expert_ids[i];
+    if (e < 0 || e >= s.n_experts) continue;
+    ++st.assignments;
+    if (!used[size_t(e)]) {
+      used[size_t(e)] = true;
+      ++st.active_experts;
+    }
+  }
+  const double per_expert = 2.0 * double(*bytes_for(s.gate_up_type, uint64_t(s.hidden))) * double(s.ffn) +
+                            double(*bytes_for(s.down_type, uint64_t(s.ffn))) * double(s.hidden);
+  st.weight_bytes = per_expert * double(st.active_experts);
+  return st;
+}
+
+}  // namespace tandem::kernels

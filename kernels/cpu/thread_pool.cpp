@@ -1,0 +1,137 @@
+#include "kernels/cpu/thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/error.h"
+
+namespace tandem::kernels {
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+}  // namespace
+
+struct ThreadPool::State {
+  Options options;
+  std::vector<std::thread> threads;
+  // A job is published by bumping `generation`; each thread runs it and
+  // bumps `finished`. Both only grow.
+  alignas(64) std::atomic<uint64_t> generation{0};
+  alignas(64) std::atomic<uint64_t> finished{0};
+  alignas(64) std::atomic<bool> stop{false};
+  void (*job)(void*, int, int) = nullptr;
+  void* ctx = nullptr;
+
+  void loop(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+      uint64_t g = generation.load(std::memory_order_acquire);
+      const auto spin_until =
+          std::chrono::steady_clock::now() + std::chrono::microseconds(options.spin_us);
+      while (g == seen && !stop.load(std::memory_order_relaxed)) {
+        if (std::chrono::steady_clock::now() > spin_until) {
+          generation.wait(seen, std::memory_order_acquire);
+        } else {
+          for (int k = 0; k < 64; ++k) cpu_relax();
+        }
+        g = generation.load(std::memory_order_acquire);
+      }
+      if (stop.load(std::memory_order_acquire)) return;
+      seen = g;
+      job(ctx, index, int(threads.size()) + 1);
+      finished.fetch_add(1, std::memory_order_acq_rel);  // run_job spins on it
+    }
+  }
+};
+
+namespace {
+void pin_to(pthread_t thread, int cpu, const char* who) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (int rc = pthread_setaffinity_np(thread, sizeof(set), &set); rc != 0)
+    throw Error(ErrorKind::kSystem,
+                std::string("pthread_setaffinity_np(") + who + " to cpu " + std::to_string(cpu) +
+                    "): " + std::strerror(rc),
+                rc);
+}
+}  // namespace
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    throw Error(ErrorKind::kSystem, std::string("sched_getaffinity: ") + std::strerror(errno), errno);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+ThreadPool ThreadPool::create(const Options& options) {
+  if (options.threads < 1)
+    throw Error(ErrorKind::kInvalidInput,
+                "thread pool: " + std::to_string(options.threads) + " threads (need at least 1)");
+  auto state = std::make_unique<State>();
+  state->options = options;
+  ThreadPool pool(std::move(state));
+  State* s = pool.state_.get();
+  const auto& cpus = options.cpus;
+  if (options.pin_caller && !cpus.empty()) pin_to(pthread_self(), cpus[0], "the calling thread");
+  for (int i = 1; i < options.threads; ++i) {
+    try {
+      s->threads.emplace_back([s, i] { s->loop(i); });
+    } catch (const std::system_error& e) {
+      throw Error(ErrorKind::kSystem, std::string("starting compute thread: ") + e.what(),
+                  e.code().value());
+    }
+    if (!cpus.empty())
+      pin_to(s->threads.back().native_handle(), cpus[size_t(i) % cpus.size()], "a compute thread");
+  }
+  return pool;
+}
+
+ThreadPool::ThreadPool(std::unique_ptr<State> state) : state_(std::move(state)) {}
+ThreadPool::ThreadPool(ThreadPool&&) noexcept = default;
+ThreadPool& ThreadPool::operator=(ThreadPool&& other) noexcept {
+  if (this != &other) {
+    ThreadPool gone(std::move(*this));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+ThreadPool::~ThreadPool() {
+  if (!state_) return;
+  state_->stop.store(true, std::memory_order_release);
+  state_->generation.fetch_add(1, std::memory_order_acq_rel);
+  state_->generation.notify_all();
+  for (auto& t : state_->threads) t.join();
+}
+
+int ThreadPool::size() const { return int(state_->threads.size()) + 1; }
+
+void ThreadPool::run_job(void (*job)(void*, int, int), void* ctx) {
+  State& s = *state_;
+  s.job = job;
+  s.ctx = ctx;
+  const uint64_t g = s.generation.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (!s.threads.empty()) s.generation.notify_all();
+  job(ctx, 0, size());
+  const uint64_t want = g * s.threads.size();
+  for (uint64_t f = s.finished.load(std::memory_order_acquire); f != want;
+       f = s.finished.load(std::memory_order_acquire)) {
+    for (int k = 0; k < 16; ++k) cpu_relax();
+  }
+}
+
+}  // namespace tandem::kernels
