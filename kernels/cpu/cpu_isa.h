@@ -8,7 +8,8 @@
 //   generic      nothing                                       the reference
 //   avx2         AVX2, FMA, F16C; OS saves YMM                  256-bit
 //   avx512       AVX-512 F, BW, DQ, VL; OS saves ZMM + opmask   512-bit
-//   avx512bf16   avx512 + AVX512_BF16 + AVX512_VNNI             vdpbf16ps, vpdpbusd
+//   avx512bf16   avx512 + AVX512_BF16, _VNNI, _VBMI             vdpbf16ps, vpdpbusd, vpermi2b
+//                (Zen 4 and later, Sapphire Rapids and later)
 #pragma once
 
 #include <optional>
@@ -25,6 +26,7 @@ struct CpuFeatures {
   bool avx512 = false;      // F + BW + DQ + VL, with ZMM and opmask state enabled
   bool avx512_bf16 = false;  // AVX512_BF16
   bool avx512_vnni = false;  // AVX512_VNNI
+  bool avx512_vbmi = false;  // AVX512_VBMI
   bool amx_tile = false;     // reported only; no AMX variant is built
 };
 

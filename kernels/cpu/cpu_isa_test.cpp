@@ -28,6 +28,8 @@ TEST(CpuIsa, LevelsNeedTheirFeatures) {
   f.avx512_bf16 = true;  // bf16 without VNNI is not the top level
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);
   f.avx512_vnni = true;
+  EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);  // Cooper Lake: no VBMI
+  f.avx512_vbmi = true;
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
 }
 

@@ -27,6 +27,11 @@ struct Layout {
   size_t xa, counts, slot_token, slot_of, a_rows, g, u, ha, yd, active, tasks, sync, total;
 };
 
+// Weight bytes per task: large enough that a thread streams whole runs of
+// rows (the hardware prefetchers lose track of short ones), small enough for
+// dozens of tasks per expert.
+constexpr double kTaskBytes = 1 << 20;
+
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
@@ -36,15 +41,14 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   l.xa_row = row_dot_activation_bytes(s.gate_up_type, s.hidden);
   l.ha_row = row_dot_activation_bytes(s.down_type, s.ffn);
   // A chunks are whole blocks of the down type and of its activation format,
-  // so each A task converts its own part of the down input. About 256 KiB
-  // of weights per task keeps 2..64 threads busy without much overhead.
+  // so each A task converts its own part of the down input.
   const int64_t block = std::max<int64_t>(info(s.down_type).block_elems,
                                           info(row_dot_activation_type(s.down_type)).block_elems);
   const double gu_row = double(*bytes_for(s.gate_up_type, uint64_t(s.hidden)));
   const double d_row = double(*bytes_for(s.down_type, uint64_t(s.ffn)));
-  l.chunk_a = round_up(std::max<int64_t>(16, int64_t((256 << 10) / (2 * gu_row))), block);
+  l.chunk_a = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / (2 * gu_row))), block);
   l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, block));
-  l.chunk_b = round_up(std::max<int64_t>(16, int64_t((256 << 10) / d_row)), 4);
+  l.chunk_b = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / d_row)), 4);
   l.chunk_b = std::min(l.chunk_b, round_up(s.hidden, 4));
   l.tasks_a = (s.ffn + l.chunk_a - 1) / l.chunk_a;
   l.tasks_b = (s.hidden + l.chunk_b - 1) / l.chunk_b;

@@ -1,0 +1,344 @@
+// tandem-bench-moe: the routed-expert layer (kernels/cpu/moe.h) against this
+// machine's limits, measured in the same run:
+//  1. read bandwidth, STREAM-style (sum of a buffer far larger than the
+//     caches), with 1..N pinned threads;
+//  2. the AVX-512 BF16 peak (vdpbf16ps on registers only) of N threads;
+//  3. one MoE layer of DeepSeek-V3 (7168 x 2048) and Qwen3-30B-A3B
+//     (2048 x 768) expert shapes, top-8 routing over a pool of experts that
+//     fills --pool-gib, at 1, 2, 4, 8, 32 and 256 tokens, per weight type:
+//     GB/s of the weight bytes the routed experts span and its fraction of
+//     the N-thread read bandwidth; GFLOP/s and its fraction of the peak.
+// Every figure is the best of --reps repetitions (as STREAM reports).
+// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level.
+#include <immintrin.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/moe.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace tk = tandem::kernels;
+using tandem::DType;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Memory for large buffers: page-aligned, transparent huge pages asked for
+// (as the arena gets them from hugetlbfs where there is one), touched once.
+struct Buffer {
+  uint8_t* p = nullptr;
+  size_t n = 0;
+  explicit Buffer(size_t bytes) : n(bytes) {
+    void* m = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw tandem::Error(tandem::ErrorKind::kSystem, "mmap of bench buffer", errno);
+    madvise(m, n, MADV_HUGEPAGE);
+    p = static_cast<uint8_t*>(m);
+  }
+  ~Buffer() { munmap(p, n); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// Sums n bytes with 4 independent accumulators, software-prefetching `pf`
+// bytes ahead (0: none). The bench tries several distances and keeps the
+// best, so the bandwidth the kernels are measured against is the best this
+// probe finds, not an easy one.
+__attribute__((target("avx512f"))) double read_avx512(const uint8_t* p, size_t n, size_t pf) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 256 <= n; i += 256) {
+    if (pf) {
+      for (size_t o = 0; o < 256; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i + pf + o), _MM_HINT_T0);
+    }
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 64));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 128));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 192));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+__attribute__((target("avx2"))) double read_avx2(const uint8_t* p, size_t n, size_t pf) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= n; i += 128) {
+    if (pf) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + pf), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + pf + 64), _MM_HINT_T0);
+    }
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(reinterpret_cast<const float*>(p + i)));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(reinterpret_cast<const float*>(p + i + 32)));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(reinterpret_cast<const float*>(p + i + 64)));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(reinterpret_cast<const float*>(p + i + 96)));
+  }
+  float t[8];
+  _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+// kChains independent vdpbf16ps chains per thread (enough to cover the
+// instruction's latency on every pipe), `iters` times: 64 flops each.
+constexpr int kChains = 24;
+__attribute__((target("avx512f,avx512bf16"))) double dpbf16_loop(int64_t iters) {
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(float(i));
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80), b = (__m512bh)_mm512_set1_epi16(0x3C00);
+  for (int64_t k = 0; k < iters; ++k) {
+#pragma GCC unroll 32
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+struct Options {
+  double pool_gib = 2.0;
+  int reps = 5;
+  double read_gib = 2.0;
+  std::vector<DType> types = {DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K};
+  std::vector<int64_t> batches = {1, 2, 4, 8, 32, 256};
+  std::vector<std::string> shapes = {"deepseek-v3", "qwen3-30b-a3b"};
+};
+
+// Best GB/s of reading `buf` with `threads` threads, each its own
+// contiguous part, over the prefetch distances 0, 1, 2 and 4 KiB.
+double read_bandwidth(tk::ThreadPool& pool, int threads, const Buffer& buf, int reps, bool avx512) {
+  double best = 0;
+  volatile double sink = 0;
+  const size_t part = buf.n / size_t(threads) / 4096 * 4096;
+  for (size_t pf : {size_t(0), size_t(1024), size_t(2048), size_t(4096)}) {
+    for (int r = 0; r < reps; ++r) {
+      double sums[64] = {};
+      auto job = [&](int i, int) {
+        if (i >= threads) return;
+        const uint8_t* p = buf.p + part * size_t(i);
+        sums[i] = avx512 ? read_avx512(p, part, pf) : read_avx2(p, part, pf);
+      };
+      const double t0 = now();
+      pool.run(job);
+      const double dt = now() - t0;
+      for (int i = 0; i < threads; ++i) sink = sink + sums[i];
+      best = std::max(best, double(part * size_t(threads)) / dt / 1e9);
+    }
+  }
+  return best;
+}
+
+double bf16_peak(tk::ThreadPool& pool) {
+  const int64_t iters = 10'000'000;
+  volatile double sink = 0;
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    double sums[64] = {};
+    auto job = [&](int i, int) { sums[i] = dpbf16_loop(iters); };
+    const double t0 = now();
+    pool.run(job);
+    const double dt = now() - t0;
+    sink = sink + sums[0];
+    best = std::max(best, double(pool.size()) * double(iters) * kChains * 64 / dt / 1e9);
+  }
+  return best;
+}
+
+struct ShapeDef {
+  std::string name;
+  int64_t hidden, ffn;
+};
+
+// Fills `bytes` of weights of type t from a few hundred quantised random
+// rows repeated (the values do not change the speed; quantising gigabytes
+// would take minutes).
+void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt19937& rng) {
+  const size_t row = size_t(*tandem::bytes_for(t, uint64_t(cols)));
+  const int kRows = 64;
+  std::vector<uint8_t> rows(row * kRows);
+  std::vector<float> v(static_cast<size_t>(cols));
+  std::normal_distribution<float> nd(0.0f, t == DType::kF8E4M3 ? 50.0f : 0.05f);
+  for (int r = 0; r < kRows; ++r) {
+    for (auto& x : v) x = nd(rng);
+    tk::quantize_generic(t, v.data(), rows.data() + row * size_t(r), v.size());
+  }
+  for (size_t off = 0; off < bytes; off += rows.size())
+    std::memcpy(dst + off, rows.data(), std::min(rows.size(), bytes - off));
+}
+
+void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType type,
+                 const Options& o, const Buffer& probe, bool avx512, double peak) {
+  tk::MoeShape s;
+  s.gate_up_type = s.down_type = type;
+  s.hidden = sd.hidden;
+  s.ffn = sd.ffn;
+  s.gate_up_row_stride = size_t(*tandem::bytes_for(type, uint64_t(sd.hidden)));
+  s.down_row_stride = size_t(*tandem::bytes_for(type, uint64_t(sd.ffn)));
+  s.gate_up_scale_stride = size_t((sd.hidden + 127) / 128);
+  s.down_scale_stride = size_t((sd.ffn + 127) / 128);
+  const size_t gu_bytes = s.gate_up_row_stride * size_t(sd.ffn);
+  const size_t d_bytes = s.down_row_stride * size_t(sd.hidden);
+  const size_t per_expert = (2 * gu_bytes + d_bytes + 4095) / 4096 * 4096;
+  const int64_t top_k = 8;
+  s.n_experts = std::max<int64_t>(2 * top_k, int64_t(o.pool_gib * double(1ull << 30) / double(per_expert)));
+  Buffer weights(per_expert * size_t(s.n_experts));
+  std::mt19937 rng(5);
+  std::vector<float> scales(size_t(((sd.hidden + 127) / 128) * ((sd.ffn + 127) / 128)) * 2, 0.002f);
+  std::vector<tk::MoeExpert> experts(size_t(s.n_experts));
+  {
+    std::vector<uint8_t> one(per_expert);
+    fill_weights(type, sd.hidden, one.data(), 2 * gu_bytes, rng);
+    fill_weights(type, sd.ffn, one.data() + 2 * gu_bytes, d_bytes, rng);
+    for (int64_t e = 0; e < s.n_experts; ++e) {
+      uint8_t* base = weights.p + per_expert * size_t(e);
+      std::memcpy(base, one.data(), per_expert);
+      experts[size_t(e)] = {base, base + gu_bytes, base + 2 * gu_bytes, scales.data(), scales.data(),
+                            scales.data()};
+    }
+  }
+  const tk::MoeKernels k = tk::moe_kernels(isa, s);
+  const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  std::vector<uint8_t> ws(tk::moe_workspace_bytes(s, max_batch, int(top_k)) + 64);
+  uint8_t* wsp = ws.data() + (64 - reinterpret_cast<uintptr_t>(ws.data()) % 64) % 64;
+  std::vector<float> x(size_t(max_batch * sd.hidden)), y(x.size());
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(rng);
+  // This machine's bandwidth drifts with its neighbours' load: measure it
+  // again right before each group of rows and rate the rows against that.
+  const double bandwidth = read_bandwidth(pool, pool.size(), probe, o.reps, avx512);
+  std::printf("%-14s %-7s  (read bandwidth now %.1f GB/s)\n", sd.name.c_str(),
+              std::string(tandem::name(type)).c_str(), bandwidth);
+  for (int64_t batch : o.batches) {
+    double best = 1e30;
+    tk::MoeRouteStats st;
+    for (int r = 0; r < o.reps + 1; ++r) {  // the first run warms up
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      std::uniform_int_distribution<int32_t> pick(0, int32_t(s.n_experts - 1));
+      for (int64_t t = 0; t < batch; ++t) {
+        for (int64_t j = 0; j < top_k; ++j) {
+          int32_t e;
+          do e = pick(rng);
+          while (std::find(ids.end() - j, ids.end(), e) != ids.end());
+          ids.push_back(e);
+          w.push_back(0.125f);
+        }
+      }
+      tk::MoeBatch b{batch, int(top_k), x.data(), size_t(sd.hidden), ids.data(), w.data(), y.data(),
+                     size_t(sd.hidden)};
+      const double t0 = now();
+      tk::moe_forward(k, pool, s, experts.data(), b, wsp, ws.size() - 64);
+      const double dt = now() - t0;
+      if (r == 0) continue;
+      if (dt < best) {
+        best = dt;
+        st = tk::moe_route_stats(s, b);
+      }
+    }
+    const double gbs = st.weight_bytes / best / 1e9;
+    const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
+    std::printf("%-14s %-7s %5lld %7.1f %9.3f %9.1f %6.1f%% %9.1f %6.1f%%\n", sd.name.c_str(),
+                std::string(tandem::name(type)).c_str(), (long long)batch,
+                double(st.assignments) / double(st.active_experts), best * 1e3, gbs,
+                100.0 * gbs / bandwidth, flops / best / 1e9, peak > 0 ? 100.0 * flops / best / 1e9 / peak : 0.0);
+    std::fflush(stdout);
+  }
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t a = 0;
+  while (a <= s.size()) {
+    size_t b = s.find(',', a);
+    if (b == std::string::npos) b = s.size();
+    if (b > a) out.push_back(s.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw tandem::Error(tandem::ErrorKind::kInvalidInput, a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--pool-gib") o.pool_gib = std::stod(value());
+    else if (a == "--read-gib") o.read_gib = std::stod(value());
+    else if (a == "--reps") o.reps = std::stoi(value());
+    else if (a == "--types") {
+      o.types.clear();
+      for (const auto& t : split(value())) {
+        auto d = tandem::dtype_from_name(t);
+        if (!d) throw tandem::Error(tandem::ErrorKind::kInvalidInput, "unknown type " + t);
+        o.types.push_back(*d);
+      }
+    } else if (a == "--batches") {
+      o.batches.clear();
+      for (const auto& b : split(value())) o.batches.push_back(std::stoll(b));
+    } else if (a == "--shapes") {
+      o.shapes = split(value());
+    } else {
+      throw tandem::Error(tandem::ErrorKind::kInvalidInput,
+                          "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
+                          "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N]");
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    tandem::init_logging("bench-moe");
+    const Options o = parse(argc, argv);
+    const tk::CpuIsa isa = tk::choose_isa_from_environment();
+    const tk::CpuFeatures f = tk::detect_cpu_features();
+    const std::vector<int> cpus = tk::allowed_cpus();
+    const int n = int(cpus.size());
+    tk::ThreadPool pool = tk::ThreadPool::create({n, cpus, true, 200});
+
+    Buffer buf(size_t(o.read_gib * double(1ull << 30)) / 4096 * 4096);
+    std::memset(buf.p, 1, buf.n);
+    std::printf("read bandwidth (%.1f GiB buffer, best of %d):\n", o.read_gib, o.reps);
+    double bandwidth = 0;
+    for (int t = 1; t <= n; ++t) {
+      bandwidth = read_bandwidth(pool, t, buf, o.reps, f.avx512);
+      std::printf("  %2d thread%s %8.1f GB/s\n", t, t == 1 ? " " : "s", bandwidth);
+    }
+    double peak = 0;
+    if (f.avx512_bf16) {
+      peak = bf16_peak(pool);
+      std::printf("avx512 bf16 peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", n, peak);
+    } else {
+      std::printf("avx512 bf16 peak: this cpu has no AVX512_BF16\n");
+    }
+    std::printf("kernels: %s, %d threads pinned to cpus", std::string(tk::isa_name(isa)).c_str(), n);
+    for (int c : cpus) std::printf(" %d", c);
+    std::printf("\n\n%-14s %-7s %5s %7s %9s %9s %7s %9s %7s\n", "shape", "type", "batch", "tok/exp",
+                "ms", "GB/s", "of bw", "GFLOP/s", "of pk");
+    for (const auto& name : o.shapes) {
+      ShapeDef sd;
+      if (name == "deepseek-v3") sd = {name, 7168, 2048};
+      else if (name == "qwen3-30b-a3b") sd = {name, 2048, 768};
+      else throw tandem::Error(tandem::ErrorKind::kInvalidInput, "unknown shape " + name);
+      for (DType t : o.types) bench_layer(pool, isa, sd, t, o, buf, f.avx512, peak);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem-bench-moe: %s\n", e.what());
+    return 1;
+  }
+}
