@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/engine/model.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "common/error.h"
 #include "common/model/model_source.h"
 #include "common/text/tokenizer.h"
@@ -45,7 +46,7 @@ nlohmann::json rows(const std::vector<float>& logits, size_t vocab) {
 
 void run_logits(const LogitsOptions& o, std::ostream& out) {
   auto src = ModelSource::open(o.model);
-  engine::Model model(*src);
+  engine::Model model(*src, kernels::choose_isa_from_environment());
   const size_t vocab = model.config().vocab_size;
   auto cache = model.new_cache(int64_t(o.tokens.size()) + o.greedy + 1);
   std::vector<float> logits = model.forward(o.tokens, cache);
@@ -68,7 +69,7 @@ void run_logits(const LogitsOptions& o, std::ostream& out) {
 
 void run_generate(const RunOptions& o, std::ostream& out) {
   auto src = ModelSource::open(o.model);
-  engine::Model model(*src);
+  engine::Model model(*src, kernels::choose_isa_from_environment());
   const auto& c = model.config();
   std::optional<text::Tokenizer> tok;
   std::vector<uint32_t> prompt = o.tokens;

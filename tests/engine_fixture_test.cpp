@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/engine/model.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "common/model/model_source.h"
 #include "tests/fixture_support.h"
 
@@ -87,7 +88,7 @@ TEST_P(EngineFixture, MatchesLlamaCppReference) {
   nlohmann::json ref = nlohmann::json::parse(ref_file);
 
   auto src = ModelSource::open(model_path);
-  Model model(*src);
+  Model model(*src, kernels::choose_isa_from_environment());
   const size_t V = model.config().vocab_size;
   ASSERT_EQ(V, ref.at("n_vocab").get<size_t>());
 

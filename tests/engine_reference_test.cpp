@@ -34,6 +34,7 @@
 #include <gtest/gtest.h>
 
 #include "common/engine/model.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "common/model/model_source.h"
 #include "tests/reference_forward.h"
 #include "tools/gen_model/gen_model.h"
@@ -135,7 +136,7 @@ const Outputs& outputs(const ModelKey& k) {
   auto src = ModelSource::open(model_path(k));
   Outputs o;
   o.vocab = src->config().vocab_size;
-  engine::Model model(*src);
+  engine::Model model(*src, kernels::choose_isa_from_environment());
   auto cache = model.new_cache(int64_t(kPrompt.size()));
   o.engine = model.forward(kPrompt, cache);
   o.ref = reference::ReferenceModel(*src).forward(kPrompt);

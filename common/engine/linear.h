@@ -1,23 +1,33 @@
-// y = W x for a prepared weight matrix and n_tokens activation rows, through
-// kernels/cpu's matmul (activations converted to the weight type's dot
-// format once per call). The engine owns the workspace; kernels never allocate.
+// y = W x for a prepared weight matrix and n_tokens activation rows
+// (activations converted to the weight type's dot format once per call).
+// At CpuIsa::kGeneric, through kernels/cpu's ggml-faithful matmul (the
+// reference); at a vector level, through that level's row-dot kernels where
+// it has one for the type (row_dot.h), else the reference. Matrices that keep
+// f32 activations (Hugging Face sources) always take the reference. The
+// engine owns the workspace; kernels never allocate.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "common/engine/weights.h"
+#include "kernels/cpu/cpu_isa.h"
 
 namespace tandem::engine {
 
 class Linear {
  public:
+  explicit Linear(kernels::CpuIsa isa = kernels::CpuIsa::kGeneric) : isa_(isa) {}
+  kernels::CpuIsa isa() const { return isa_; }
+
   // x: n_tokens rows of w.cols floats; y: n_tokens rows of w.rows floats.
   void operator()(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                   bool accumulate = false);
 
  private:
+  kernels::CpuIsa isa_;
   std::vector<std::byte> workspace_;
+  std::vector<float> sum_;
 };
 
 }  // namespace tandem::engine

@@ -10,8 +10,8 @@
 
 namespace tandem::engine {
 
-Model::Model(const ModelSource& src)
-    : config_(src.config()), weights_(ModelWeights::prepare(src)) {
+Model::Model(const ModelSource& src, kernels::CpuIsa isa)
+    : config_(src.config()), weights_(ModelWeights::prepare(src)), linear_(isa) {
   const ModelConfig& c = config_;
   embed_ = &weights_.at("token_embd.weight");
   out_norm_ = &weights_.at("output_norm.weight");

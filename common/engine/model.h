@@ -24,8 +24,10 @@ namespace tandem::engine {
 
 class Model {
  public:
-  // Prepares the weights of src; src must outlive the model.
-  explicit Model(const ModelSource& src);
+  // Prepares the weights of src; src must outlive the model. `isa` picks the
+  // CPU kernels (linear.h): kGeneric is the ggml-faithful reference; main()
+  // passes kernels::choose_isa_from_environment().
+  explicit Model(const ModelSource& src, kernels::CpuIsa isa = kernels::CpuIsa::kGeneric);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
