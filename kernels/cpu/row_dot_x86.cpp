@@ -112,18 +112,26 @@ inline float half(const uint8_t* p) { return _cvtsh_ss(load_unaligned<uint16_t>(
 // Software prefetch kPrefetch bytes ahead in every weight row. Each row is a
 // stream of its own; with 4 rows per thread the hardware prefetchers alone
 // leave DRAM idle part of the time (one core, BF16 GEMV: 22.7 GB/s without,
-// 31.9 GB/s with 2 KiB ahead). Prefetches never fault past the end.
-constexpr int kPrefetch = 2048;
-inline void prefetch(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch), _MM_HINT_T0);
-}
-// One prefetch per 64 bytes for a row walked in steps of `step` bytes.
-inline void prefetch_step(const uint8_t* p, size_t step) {
-  for (size_t o = 0; o < step; o += 64) prefetch(p + o);
-}
+// 31.9 GB/s with 2 KiB ahead). Near a row's end the target moves on to the
+// same row of the next tile (`next` bytes further), so short rows (a down
+// projection's 2 KiB) do not start cold. Prefetches never fault.
+constexpr size_t kPrefetch = 2048;
+struct Ahead {
+  size_t row_bytes = 0;  // bytes of one weight row
+  size_t next = 0;       // from a row to the same row of the next tile
+  void at(const uint8_t* row, size_t pos) const {
+    const size_t t = pos + kPrefetch;
+    const uint8_t* q = t < row_bytes ? row + t : row + next + (t - row_bytes);
+    _mm_prefetch(reinterpret_cast<const char*>(q), _MM_HINT_T0);
+  }
+  // One prefetch per 64 bytes of a step of `step` bytes at `pos`.
+  void step(const uint8_t* row, size_t pos, size_t step_bytes) const {
+    for (size_t o = 0; o < step_bytes; o += 64) at(row, pos + o);
+  }
+};
 
 // ---- the tile driver -------------------------------------------------------------
-// Tile<R, T>::run(p, w[R], a[T], out[R][T]) computes the R x T dots.
+// Tile<R, T>::run(p, r, w[R], a[T], out[R][T], ahead) computes the R x T dots.
 template <template <int, int> class Tile, int R, int T>
 void tile(const RowDotParams& p, int64_t r, int64_t t) {
   const uint8_t* w[R];
@@ -133,7 +141,8 @@ void tile(const RowDotParams& p, int64_t r, int64_t t) {
   for (int i = 0; i < R; ++i) w[i] = p.w + size_t(r + i) * p.w_row_stride;
   #pragma GCC unroll 8
   for (int j = 0; j < T; ++j) a[j] = activation_row(p, t + j);
-  Tile<R, T>::run(p, r, w, a, out);
+  const Ahead ah{size_t(*bytes_for(p.wtype, uint64_t(p.cols))), size_t(R) * p.w_row_stride};
+  Tile<R, T>::run(p, r, w, a, out, ah);
   #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
     #pragma GCC unroll 8
@@ -152,14 +161,12 @@ void tokens(const RowDotParams& p, int64_t r) {
   }
 }
 
-// The in-row prefetches stop helping at a row's end, and the next tile's
-// rows would start cold (short rows, as Q4_K's 4 KiB at 7168 columns, lost
-// most of their bandwidth to that): their first kPrefetch bytes are asked
-// for while the current tile runs.
+// The first tile's rows start cold: ask for their first kPrefetch bytes
+// before computing (later tiles were prefetched by their predecessors).
 inline void prefetch_rows(const RowDotParams& p, int64_t r) {
   for (int64_t i = r; i < r + 4 && i < p.row_end; ++i) {
     const uint8_t* row = p.w + size_t(i) * p.w_row_stride;
-    for (int o = 0; o < kPrefetch; o += 64)
+    for (size_t o = 0; o < kPrefetch; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(row + o), _MM_HINT_T0);
   }
 }
@@ -167,11 +174,8 @@ inline void prefetch_rows(const RowDotParams& p, int64_t r) {
 template <template <int, int> class Tile>
 void drive(const RowDotParams& p) {
   int64_t r = p.row_begin;
-  if (r + 4 <= p.row_end) prefetch_rows(p, r);
-  for (; r + 4 <= p.row_end; r += 4) {
-    prefetch_rows(p, r + 4);
-    tokens<Tile, 4>(p, r);
-  }
+  prefetch_rows(p, r);
+  for (; r + 4 <= p.row_end; r += 4) tokens<Tile, 4>(p, r);
   for (; r < p.row_end; ++r) tokens<Tile, 1>(p, r);
 }
 
@@ -191,14 +195,14 @@ struct LoadBf16 {
 
 template <class L, int R, int T>
 void widened_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
-                  VF (&acc)[R][T]) {
+                  VF (&acc)[R][T], const Ahead& ah) {
   constexpr int B = L::kBytes;
   int64_t c = c0;
   for (; c + kLanes <= c1; c += kLanes) {
     VF wv[R];
     if ((B * c) % 64 < B * kLanes)  // once per 64 bytes
       #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) prefetch(w[i] + B * c);
+      for (int i = 0; i < R; ++i) ah.at(w[i], B * c);
     #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) wv[i] = L::w(w[i] + B * c);
     #pragma GCC unroll 8
@@ -228,13 +232,13 @@ struct Widened {
   template <int R, int T>
   struct Tile {
     static void run(const RowDotParams& p, int64_t, const uint8_t* const* w,
-                    const uint8_t* const* a, float (&out)[R][T]) {
+                    const uint8_t* const* a, float (&out)[R][T], const Ahead& ah) {
       VF acc[R][T];
       #pragma GCC unroll 8
       for (auto& row : acc)
         #pragma GCC unroll 8
         for (auto& v : row) v = vzero();
-      widened_span<L, R, T>(w, a, 0, p.cols, acc);
+      widened_span<L, R, T>(w, a, 0, p.cols, acc, ah);
       #pragma GCC unroll 8
       for (int i = 0; i < R; ++i)
         #pragma GCC unroll 8
@@ -270,13 +274,13 @@ inline __m512i load_fp8_as_bf16x32(const uint8_t* p) {
 // LoadW (32 at a time), with vdpbf16ps.
 template <int WB, __m512i (*LoadW)(const uint8_t*), int R, int T>
 void dpbf16_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
-                 __m512 (&acc)[R][T]) {
+                 __m512 (&acc)[R][T], const Ahead& ah) {
   int64_t c = c0;
   for (; c + 32 <= c1; c += 32) {
     __m512i wv[R];
     if (WB == 2 || (c & 63) == 0)
       #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) prefetch(w[i] + WB * c);
+      for (int i = 0; i < R; ++i) ah.at(w[i], WB * c);
     #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) wv[i] = LoadW(w[i] + WB * c);
     #pragma GCC unroll 8
@@ -305,13 +309,13 @@ void dpbf16_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, i
 template <int R, int T>
 struct Bf16Tile {
   static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
-                  float (&out)[R][T]) {
+                  float (&out)[R][T], const Ahead& ah) {
     __m512 acc[R][T];
     #pragma GCC unroll 8
     for (auto& row : acc)
       #pragma GCC unroll 8
       for (auto& v : row) v = _mm512_setzero_ps();
-    dpbf16_span<2, load_w_bf16x32, R, T>(w, a, 0, p.cols, acc);
+    dpbf16_span<2, load_w_bf16x32, R, T>(w, a, 0, p.cols, acc, ah);
     #pragma GCC unroll 8
     for (int i = 0; i < R; ++i)
       #pragma GCC unroll 8
@@ -356,7 +360,7 @@ alignas(64) constexpr int16_t kFp8OrderB[32] = {8,  9,  10, 11, 12, 13, 14, 15, 
 
 template <int R, int T>
 void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
-              __m512 (&acc)[R][T]) {
+              __m512 (&acc)[R][T], const Ahead& ah) {
   const __m512i hi0 = _mm512_load_si512(kFp8Tables.hi), hi1 = _mm512_load_si512(kFp8Tables.hi + 64);
   const __m512i lo0 = _mm512_load_si512(kFp8Tables.lo), lo1 = _mm512_load_si512(kFp8Tables.lo + 64);
   const __m512i order_a = _mm512_load_si512(kFp8OrderA), order_b = _mm512_load_si512(kFp8OrderB);
@@ -390,7 +394,7 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       wp[i] = w[i] + c;
-      prefetch(wp[i]);
+      ah.at(w[i], size_t(c));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) ap[t] = a[t] + 2 * c;
@@ -409,15 +413,15 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
 #else
 template <int R, int T>
 void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
-              __m512 (&acc)[R][T]) {
-  dpbf16_span<1, load_fp8_as_bf16x32, R, T>(w, a, c0, c1, acc);
+              __m512 (&acc)[R][T], const Ahead& ah) {
+  dpbf16_span<1, load_fp8_as_bf16x32, R, T>(w, a, c0, c1, acc, ah);
 }
 #endif
 
 template <int R, int T>
 struct Fp8Tile {
   static void run(const RowDotParams& p, int64_t r, const uint8_t* const* w,
-                  const uint8_t* const* a, float (&out)[R][T]) {
+                  const uint8_t* const* a, float (&out)[R][T], const Ahead& ah) {
     __m512 sum[R][T];
     #pragma GCC unroll 8
     for (auto& row : sum)
@@ -430,7 +434,7 @@ struct Fp8Tile {
         #pragma GCC unroll 8
         for (auto& v : row) v = _mm512_setzero_ps();
       const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
-      fp8_span<R, T>(w, a, c0, c1, blk);
+      fp8_span<R, T>(w, a, c0, c1, blk, ah);
       #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         const __m512 s = _mm512_set1_ps(
@@ -456,13 +460,13 @@ struct LoadFp8 {
 // The activation pointer advances by 2 bytes per value, the weights by 1.
 template <int R, int T>
 void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
-              VF (&acc)[R][T]) {
+              VF (&acc)[R][T], const Ahead& ah) {
   int64_t c = c0;
   for (; c + kLanes <= c1; c += kLanes) {
     VF wv[R];
     if ((c & 63) == 0)
       #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) prefetch(w[i] + c);
+      for (int i = 0; i < R; ++i) ah.at(w[i], size_t(c));
     #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) wv[i] = load_fp8_scaled(w[i] + c);
     #pragma GCC unroll 8
@@ -490,7 +494,7 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
 template <int R, int T>
 struct Fp8Tile {
   static void run(const RowDotParams& p, int64_t r, const uint8_t* const* w,
-                  const uint8_t* const* a, float (&out)[R][T]) {
+                  const uint8_t* const* a, float (&out)[R][T], const Ahead& ah) {
     VF sum[R][T];
     #pragma GCC unroll 8
     for (auto& row : sum)
@@ -503,7 +507,7 @@ struct Fp8Tile {
         #pragma GCC unroll 8
         for (auto& v : row) v = vzero();
       const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
-      fp8_span<R, T>(w, a, c0, c1, blk);
+      fp8_span<R, T>(w, a, c0, c1, blk, ah);
       #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         // 256 undoes the 2^-8 of load_fp8_scaled (exact).
@@ -527,7 +531,7 @@ struct Fp8Tile {
 template <int R, int T>
 struct Q8_0Tile {
   static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
-                  float (&out)[R][T]) {
+                  float (&out)[R][T], const Ahead& ah) {
     __m256 acc[R][T];
     #pragma GCC unroll 8
     for (auto& row : acc)
@@ -540,7 +544,7 @@ struct Q8_0Tile {
       float dw[R];
       #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
-        prefetch(w[i] + off);
+        ah.at(w[i], off);
         wq[i] = load256(w[i] + off + 2);
         wabs[i] = _mm256_sign_epi8(wq[i], wq[i]);
         dw[i] = half(w[i] + off);
@@ -595,7 +599,7 @@ struct K4Scales {
 // Q4_K and Q5_K share everything but where the 5th bit comes from.
 template <bool kFive, int R, int T>
 void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
-              float (&out)[R][T]) {
+              float (&out)[R][T], const Ahead& ah) {
   constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
   __m256 acc[R][T];
@@ -611,7 +615,7 @@ void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* con
     #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const uint8_t* wb = w[i] + woff;
-      prefetch_step(wb, kBlock);
+      ah.step(w[i], woff, kBlock);
       const K4Scales ks(wb + 4);
       const float d = half(wb), dmin = half(wb + 2);
       __m256i q[8];
@@ -686,7 +690,7 @@ inline __m512i pair256(const uint8_t* lo, const uint8_t* hi) {
 
 template <bool kFive, int R, int T>
 void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
-                 float (&out)[R][T]) {
+                 float (&out)[R][T], const Ahead& ah) {
   constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
   __m512 acc[R][T];
@@ -714,7 +718,7 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
     #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const uint8_t* wb = w[i] + woff;
-      prefetch_step(wb, kBlock);
+      ah.step(w[i], woff, kBlock);
       uint32_t sm[4];
       k4_unpack(wb + 4, sm);
       const float d = half(wb), dmin = half(wb + 2);
@@ -771,15 +775,15 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
 template <int R, int T>
 struct Q4KTile {
   static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
-                  float (&out)[R][T]) {
-    TANDEM_K45_TILE<false, R, T>(p, w, a, out);
+                  float (&out)[R][T], const Ahead& ah) {
+    TANDEM_K45_TILE<false, R, T>(p, w, a, out, ah);
   }
 };
 template <int R, int T>
 struct Q5KTile {
   static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
-                  float (&out)[R][T]) {
-    TANDEM_K45_TILE<true, R, T>(p, w, a, out);
+                  float (&out)[R][T], const Ahead& ah) {
+    TANDEM_K45_TILE<true, R, T>(p, w, a, out, ah);
   }
 };
 
@@ -788,7 +792,7 @@ struct Q5KTile {
 template <int R, int T>
 struct Q6KTile {
   static void run(const RowDotParams& p, int64_t, const uint8_t* const* w, const uint8_t* const* a,
-                  float (&out)[R][T]) {
+                  float (&out)[R][T], const Ahead& ah) {
     __m256 acc[R][T];
     #pragma GCC unroll 8
     for (auto& row : acc)
@@ -801,7 +805,7 @@ struct Q6KTile {
       #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         const uint8_t* wb = w[i] + woff;
-        prefetch_step(wb, sizeof(BlockQ6_K));
+        ah.step(w[i], woff, sizeof(BlockQ6_K));
         const auto* sc = reinterpret_cast<const int8_t*>(wb + offsetof(BlockQ6_K, scales));
         const float d = half(wb + offsetof(BlockQ6_K, d));
         __m256i q[8];  // q[k] holds values 32k .. 32k+31
