@@ -71,6 +71,26 @@ __attribute__((target("avx512f"))) double read_avx512(const uint8_t* p, size_t n
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
+// The same over 4 streams at once (the buffer's quarters, read side by side,
+// as the kernels read 4 weight rows): DRAM often serves several streams
+// faster than one.
+__attribute__((target("avx512f"))) double read4_avx512(const uint8_t* p, size_t n, size_t pf) {
+  const size_t q = n / 4 / 256 * 256;
+  const uint8_t* s[4] = {p, p + q, p + 2 * q, p + 3 * q};
+  __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (size_t i = 0; i < q; i += 128) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      if (pf) {
+        _mm_prefetch(reinterpret_cast<const char*>(s[k] + i + pf), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(s[k] + i + pf + 64), _MM_HINT_T0);
+      }
+      a[k] = _mm512_add_ps(a[k], _mm512_add_ps(_mm512_load_ps(s[k] + i), _mm512_load_ps(s[k] + i + 64)));
+    }
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+}
+
 __attribute__((target("avx2"))) double read_avx2(const uint8_t* p, size_t n, size_t pf) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 128 <= n; i += 128) {
@@ -106,35 +126,57 @@ __attribute__((target("avx512f,avx512bf16"))) double dpbf16_loop(int64_t iters) 
 
 struct Options {
   double pool_gib = 2.0;
-  int reps = 5;
+  int reps = 7;
   double read_gib = 2.0;
   std::vector<DType> types = {DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K};
   std::vector<int64_t> batches = {1, 2, 4, 8, 32, 256};
   std::vector<std::string> shapes = {"deepseek-v3", "qwen3-30b-a3b"};
 };
 
-// Best GB/s of reading `buf` with `threads` threads, each its own
-// contiguous part, over the prefetch distances 0, 1, 2 and 4 KiB.
-double read_bandwidth(tk::ThreadPool& pool, int threads, const Buffer& buf, int reps, bool avx512) {
-  double best = 0;
-  volatile double sink = 0;
+// How a thread reads its part of the probe buffer.
+struct ReadPattern {
+  int streams = 1;  // 1, or 4 side by side (AVX-512 only)
+  size_t pf = 0;    // software prefetch distance, 0: none
+};
+
+// GB/s of one pass over `buf` by `threads` threads, each its own contiguous part.
+double read_once(tk::ThreadPool& pool, int threads, const Buffer& buf, ReadPattern rp, bool avx512) {
+  static volatile double sink = 0;
   const size_t part = buf.n / size_t(threads) / 4096 * 4096;
-  for (size_t pf : {size_t(0), size_t(1024), size_t(2048), size_t(4096)}) {
-    for (int r = 0; r < reps; ++r) {
-      double sums[64] = {};
-      auto job = [&](int i, int) {
-        if (i >= threads) return;
-        const uint8_t* p = buf.p + part * size_t(i);
-        sums[i] = avx512 ? read_avx512(p, part, pf) : read_avx2(p, part, pf);
-      };
-      const double t0 = now();
-      pool.run(job);
-      const double dt = now() - t0;
-      for (int i = 0; i < threads; ++i) sink = sink + sums[i];
-      best = std::max(best, double(part * size_t(threads)) / dt / 1e9);
-    }
+  double sums[64] = {};
+  auto job = [&](int i, int) {
+    if (i >= threads) return;
+    const uint8_t* p = buf.p + part * size_t(i);
+    sums[i] = rp.streams == 4 ? read4_avx512(p, part, rp.pf)
+              : avx512        ? read_avx512(p, part, rp.pf)
+                              : read_avx2(p, part, rp.pf);
+  };
+  const double t0 = now();
+  pool.run(job);
+  const double dt = now() - t0;
+  for (int i = 0; i < threads; ++i) sink = sink + sums[i];
+  return double(part * size_t(threads)) / dt / 1e9;
+}
+
+// The best pattern for `threads` threads (over 1 or 4 streams and prefetch
+// distances 0, 1, 2, 4 KiB) and its best GB/s over `reps` passes.
+std::pair<ReadPattern, double> read_bandwidth(tk::ThreadPool& pool, int threads, const Buffer& buf,
+                                              int reps, bool avx512) {
+  std::pair<ReadPattern, double> best{{}, 0.0};
+  for (int streams : {1, 4}) {
+    if (streams == 4 && !avx512) continue;
+    for (size_t pf : {size_t(0), size_t(1024), size_t(2048), size_t(4096)})
+      for (int r = 0; r < reps; ++r) {
+        const double gbs = read_once(pool, threads, buf, {streams, pf}, avx512);
+        if (gbs > best.second) best = {{streams, pf}, gbs};
+      }
   }
   return best;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 double bf16_peak(tk::ThreadPool& pool) {
@@ -176,7 +218,7 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
 }
 
 void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType type,
-                 const Options& o, const Buffer& probe, bool avx512, double peak) {
+                 const Options& o, const Buffer& probe, ReadPattern rp, bool avx512, double peak) {
   tk::MoeShape s;
   s.gate_up_type = s.down_type = type;
   s.hidden = sd.hidden;
@@ -212,13 +254,12 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
   std::vector<float> x(size_t(max_batch * sd.hidden)), y(x.size());
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (auto& v : x) v = nd(rng);
-  // This machine's bandwidth drifts with its neighbours' load: measure it
-  // again right before each group of rows and rate the rows against that.
-  const double bandwidth = read_bandwidth(pool, pool.size(), probe, o.reps, avx512);
-  std::printf("%-14s %-7s  (read bandwidth now %.1f GB/s)\n", sd.name.c_str(),
-              std::string(tandem::name(type)).c_str(), bandwidth);
+  // This machine's bandwidth drifts with its neighbours' load: each
+  // repetition reads the probe buffer (with the best pattern found at the
+  // start) right before the layer, and the row reports medians of the
+  // layer's time and of its ratio to the read just before it.
   for (int64_t batch : o.batches) {
-    double best = 1e30;
+    std::vector<double> times, ratios, bws, gbss;
     tk::MoeRouteStats st;
     for (int r = 0; r < o.reps + 1; ++r) {  // the first run warms up
       std::vector<int32_t> ids;
@@ -235,21 +276,24 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       }
       tk::MoeBatch b{batch, int(top_k), x.data(), size_t(sd.hidden), ids.data(), w.data(), y.data(),
                      size_t(sd.hidden)};
+      const double bw = read_once(pool, pool.size(), probe, rp, avx512);
       const double t0 = now();
       tk::moe_forward(k, pool, s, experts.data(), b, wsp, ws.size() - 64);
       const double dt = now() - t0;
       if (r == 0) continue;
-      if (dt < best) {
-        best = dt;
-        st = tk::moe_route_stats(s, b);
-      }
+      st = tk::moe_route_stats(s, b);
+      const double gbs = st.weight_bytes / dt / 1e9;
+      times.push_back(dt);
+      bws.push_back(bw);
+      gbss.push_back(gbs);
+      ratios.push_back(gbs / bw);
     }
-    const double gbs = st.weight_bytes / best / 1e9;
+    const double t = median(times);
     const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
-    std::printf("%-14s %-7s %5lld %7.1f %9.3f %9.1f %6.1f%% %9.1f %6.1f%%\n", sd.name.c_str(),
+    std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %9.1f %6.1f%%\n", sd.name.c_str(),
                 std::string(tandem::name(type)).c_str(), (long long)batch,
-                double(st.assignments) / double(st.active_experts), best * 1e3, gbs,
-                100.0 * gbs / bandwidth, flops / best / 1e9, peak > 0 ? 100.0 * flops / best / 1e9 / peak : 0.0);
+                double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),
+                100.0 * median(ratios), flops / t / 1e9, peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0);
     std::fflush(stdout);
   }
 }
@@ -312,11 +356,14 @@ int main(int argc, char** argv) {
 
     Buffer buf(size_t(o.read_gib * double(1ull << 30)) / 4096 * 4096);
     std::memset(buf.p, 1, buf.n);
-    std::printf("read bandwidth (%.1f GiB buffer, best of %d):\n", o.read_gib, o.reps);
-    double bandwidth = 0;
+    std::printf("read bandwidth (%.1f GiB buffer, best of %d passes over 1 or 4 streams and 4 prefetch distances):\n",
+                o.read_gib, o.reps);
+    ReadPattern pattern;
     for (int t = 1; t <= n; ++t) {
-      bandwidth = read_bandwidth(pool, t, buf, o.reps, f.avx512);
-      std::printf("  %2d thread%s %8.1f GB/s\n", t, t == 1 ? " " : "s", bandwidth);
+      const auto [rp, gbs] = read_bandwidth(pool, t, buf, o.reps, f.avx512);
+      std::printf("  %2d thread%s %8.1f GB/s  (%d stream%s, prefetch %zu)\n", t, t == 1 ? " " : "s", gbs,
+                  rp.streams, rp.streams == 1 ? "" : "s", rp.pf);
+      pattern = rp;
     }
     double peak = 0;
     if (f.avx512_bf16) {
@@ -327,14 +374,17 @@ int main(int argc, char** argv) {
     }
     std::printf("kernels: %s, %d threads pinned to cpus", std::string(tk::isa_name(isa)).c_str(), n);
     for (int c : cpus) std::printf(" %d", c);
-    std::printf("\n\n%-14s %-7s %5s %7s %9s %9s %7s %9s %7s\n", "shape", "type", "batch", "tok/exp",
-                "ms", "GB/s", "of bw", "GFLOP/s", "of pk");
+    std::printf("\n\nmedians over %d repetitions; 'read' is the read bandwidth measured just before each\n"
+                "repetition, 'of read' the median ratio of the layer's weight GB/s to it\n\n",
+                o.reps);
+    std::printf("%-14s %-8s %5s %7s %9s %7s %7s %7s %9s %7s\n", "shape", "type", "batch", "tok/exp",
+                "ms", "GB/s", "read", "of read", "GFLOP/s", "of pk");
     for (const auto& name : o.shapes) {
       ShapeDef sd;
       if (name == "deepseek-v3") sd = {name, 7168, 2048};
       else if (name == "qwen3-30b-a3b") sd = {name, 2048, 768};
       else throw tandem::Error(tandem::ErrorKind::kInvalidInput, "unknown shape " + name);
-      for (DType t : o.types) bench_layer(pool, isa, sd, t, o, buf, f.avx512, peak);
+      for (DType t : o.types) bench_layer(pool, isa, sd, t, o, buf, pattern, f.avx512, peak);
     }
     return 0;
   } catch (const std::exception& e) {

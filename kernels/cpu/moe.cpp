@@ -134,7 +134,9 @@ struct Job {
     p.y_row_stride = size_t(s->ffn);
     p.row_begin = f0;
     p.row_end = f1;
+    p.then_rows = x.up + size_t(f0) * s->gate_up_row_stride;
     k->gate_up(p);
+    p.then_rows = nullptr;
     p.w = x.up;
     p.scales = x.up_scales;
     p.y = u;

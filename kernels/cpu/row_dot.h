@@ -45,6 +45,10 @@ struct RowDotParams {
   float* y = nullptr;  // y[t * y_row_stride + r]
   size_t y_row_stride = 0;
   int64_t row_begin = 0, row_end = 0;  // rows computed: [row_begin, row_end)
+  // Optional: the rows the caller multiplies next (same type and stride),
+  // which the last rows' prefetches run on into (the up projection after
+  // the gate one), so that call does not start cold. A hint only.
+  const uint8_t* then_rows = nullptr;
 };
 
 using RowDotFn = void (*)(const RowDotParams&);
