@@ -197,7 +197,7 @@ double bf16_peak(tk::ThreadPool& pool) {
 
 struct ShapeDef {
   std::string name;
-  int64_t hidden, ffn;
+  int64_t hidden, ffn, n_experts;  // the model's routed experts per layer
 };
 
 // Fills `bytes` of weights of type t from a few hundred quantised random
@@ -231,8 +231,14 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
   const size_t d_bytes = s.down_row_stride * size_t(sd.hidden);
   const size_t per_expert = (2 * gu_bytes + d_bytes + 4095) / 4096 * 4096;
   const int64_t top_k = 8;
-  s.n_experts = std::max<int64_t>(2 * top_k, int64_t(o.pool_gib * double(1ull << 30) / double(per_expert)));
-  Buffer weights(per_expert * size_t(s.n_experts));
+  // The layer has the model's expert count, so tokens per expert are the
+  // model's (256 tokens x top-8 over 256 experts: 8 each). Their weights
+  // share the --pool-gib buffer (expert e uses slot e % slots), which is far
+  // larger than the caches: an expert's bytes still come from DRAM.
+  s.n_experts = sd.n_experts;
+  const int64_t slots = std::clamp<int64_t>(int64_t(o.pool_gib * double(1ull << 30) / double(per_expert)),
+                                            top_k, sd.n_experts);
+  Buffer weights(per_expert * size_t(slots));
   std::mt19937 rng(5);
   std::vector<float> scales(size_t(((sd.hidden + 127) / 128) * ((sd.ffn + 127) / 128)) * 2, 0.002f);
   std::vector<tk::MoeExpert> experts(size_t(s.n_experts));
@@ -240,9 +246,9 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     std::vector<uint8_t> one(per_expert);
     fill_weights(type, sd.hidden, one.data(), 2 * gu_bytes, rng);
     fill_weights(type, sd.ffn, one.data() + 2 * gu_bytes, d_bytes, rng);
+    for (int64_t e = 0; e < slots; ++e) std::memcpy(weights.p + per_expert * size_t(e), one.data(), per_expert);
     for (int64_t e = 0; e < s.n_experts; ++e) {
-      uint8_t* base = weights.p + per_expert * size_t(e);
-      std::memcpy(base, one.data(), per_expert);
+      uint8_t* base = weights.p + per_expert * size_t(e % slots);
       experts[size_t(e)] = {base, base + gu_bytes, base + 2 * gu_bytes, scales.data(), scales.data(),
                             scales.data()};
     }
@@ -381,8 +387,8 @@ int main(int argc, char** argv) {
                 "ms", "GB/s", "read", "of read", "GFLOP/s", "of pk");
     for (const auto& name : o.shapes) {
       ShapeDef sd;
-      if (name == "deepseek-v3") sd = {name, 7168, 2048};
-      else if (name == "qwen3-30b-a3b") sd = {name, 2048, 768};
+      if (name == "deepseek-v3") sd = {name, 7168, 2048, 256};
+      else if (name == "qwen3-30b-a3b") sd = {name, 2048, 768, 128};
       else throw tandem::Error(tandem::ErrorKind::kInvalidInput, "unknown shape " + name);
       for (DType t : o.types) bench_layer(pool, isa, sd, t, o, buf, pattern, f.avx512, peak);
     }

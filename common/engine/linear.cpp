@@ -12,7 +12,7 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
     const size_t row = kernels::row_dot_activation_bytes(w.dtype, w.cols);
     if (workspace_.size() < row * size_t(n_tokens)) workspace_.resize(row * size_t(n_tokens));
     auto* a = reinterpret_cast<uint8_t*>(workspace_.data());
-    kernels::convert_row_dot_activations(w.dtype, x, size_t(w.cols), n_tokens, w.cols, a, row);
+    kernels::convert_row_dot_activations(w.dtype, x, size_t(w.cols), n_tokens, w.cols, a, row, isa_);
     float* out = y;
     if (accumulate) {
       sum_.resize(size_t(n_tokens * w.rows));

@@ -74,8 +74,6 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   return l;
 }
 
-float silu(float g) { return g / (1.0f + std::exp(-g)); }
-
 struct Job {
   const MoeKernels* k;
   const MoeShape* s;
@@ -141,15 +139,13 @@ struct Job {
     p.scales = x.up_scales;
     p.y = u;
     k->gate_up(p);
-    for (int64_t t = 0; t < m; ++t) {
-      float* gt = g + size_t(t * s->ffn);
-      const float* ut = u + size_t(t * s->ffn);
-      for (int64_t f = f0; f < f1; ++f) gt[f] = silu(gt[f]) * ut[f];
-    }
+    for (int64_t t = 0; t < m; ++t)
+      k->ops.swiglu(g + size_t(t * s->ffn) + f0, u + size_t(t * s->ffn) + f0, f1 - f0);
     const DType act = row_dot_activation_type(s->down_type);
     const size_t off = size_t(*bytes_for(act, uint64_t(f0)));
     convert_row_dot_activations(s->down_type, g + f0, size_t(s->ffn), m, f1 - f0,
-                                at<uint8_t>(l->ha) + size_t(s0) * l->ha_row + off, l->ha_row);
+                                at<uint8_t>(l->ha) + size_t(s0) * l->ha_row + off, l->ha_row,
+                                k->isa);
   }
 
   void task_b(int64_t e_idx, int64_t chunk) const {
@@ -174,7 +170,8 @@ struct Job {
     // 1. convert this thread's share of the tokens
     for (int64_t t = index; t < b->n_tokens; t += n_threads)
       convert_row_dot_activations(s->gate_up_type, b->x + size_t(t) * b->x_row_stride, 0, 1,
-                                  s->hidden, at<uint8_t>(l->xa) + size_t(t) * l->xa_row, l->xa_row);
+                                  s->hidden, at<uint8_t>(l->xa) + size_t(t) * l->xa_row, l->xa_row,
+                                  k->isa);
     barrier(1, n_threads);
     // 2. tasks
     const Task* tasks = at<Task>(l->tasks);
@@ -225,7 +222,8 @@ void moe_check_shape(const MoeShape& s) {
 MoeKernels moe_kernels(CpuIsa isa, const MoeShape& s) {
   moe_check_shape(s);
   return {row_dot_for(isa, s.gate_up_type), row_dot_for(isa, s.down_type),
-          row_dot_level(isa, s.gate_up_type), row_dot_level(isa, s.down_type)};
+          row_dot_level(isa, s.gate_up_type), row_dot_level(isa, s.down_type), isa,
+          vec_ops_for(isa)};
 }
 
 size_t moe_workspace_bytes(const MoeShape& s, int64_t max_tokens, int top_k) {

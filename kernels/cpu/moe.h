@@ -27,6 +27,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/row_dot.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/vec_ops.h"
 
 namespace tandem::kernels {
 
@@ -67,6 +68,8 @@ struct MoeBatch {
 struct MoeKernels {
   RowDotFn gate_up = nullptr, down = nullptr;
   CpuIsa gate_up_level = CpuIsa::kGeneric, down_level = CpuIsa::kGeneric;
+  CpuIsa isa = CpuIsa::kGeneric;  // SwiGLU and activation conversion
+  VecOps ops{};
 };
 MoeKernels moe_kernels(CpuIsa isa, const MoeShape& shape);
 

@@ -67,11 +67,13 @@ size_t row_dot_activation_bytes(DType wtype, int64_t cols);
 
 // Converts n_tokens rows of f32 activations (x_row_stride floats apart) into
 // out (out_row_bytes apart). Quantised formats are ggml's x86 quantisers
-// (quantize.h), so the generic variant reproduces llama.cpp. Activations fed
-// to quantised weights must be finite.
+// (quantize.h), so the generic variant reproduces llama.cpp; bf16 uses the
+// level's vec_ops.h conversion (bit-identical at every level). `out` needs
+// no alignment (bf16 rows are written as uint16_t). Activations fed to
+// quantised weights must be finite.
 void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_stride,
                                  int64_t n_tokens, int64_t cols, uint8_t* out,
-                                 size_t out_row_bytes);
+                                 size_t out_row_bytes, CpuIsa isa = CpuIsa::kGeneric);
 
 // The kernel of `isa` for `wtype`: the variant's own, or the best lower
 // level's where that variant has none for the type (every type has a generic

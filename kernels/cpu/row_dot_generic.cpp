@@ -1,7 +1,9 @@
 // The generic (reference) row dots: matmul.h's ggml-faithful kernels, plus
 // FP8 E4M3 with block scales, which matmul.h does not take. Also the
-// activation conversion, the checks and the per-level dispatch of row_dot.h.
+// activation conversion, the checks and the per-level dispatch of row_dot.h,
+// and the generic vec_ops.h.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -10,6 +12,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/row_dot.h"
+#include "kernels/cpu/vec_ops.h"
 
 namespace tandem::kernels {
 namespace {
@@ -95,7 +98,8 @@ size_t row_dot_activation_bytes(DType wtype, int64_t cols) {
 
 void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_stride,
                                  int64_t n_tokens, int64_t cols, uint8_t* out,
-                                 size_t out_row_bytes) {
+                                 size_t out_row_bytes, CpuIsa isa) {
+  const auto to_bf16 = vec_ops_for(isa).to_bf16;
   const DType act = row_dot_activation_type(wtype);
   const size_t need = row_dot_activation_bytes(wtype, cols);
   if (out_row_bytes < need)
@@ -106,7 +110,7 @@ void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_strid
     uint8_t* o = out + size_t(t) * out_row_bytes;
     switch (act) {
       case DType::kF32: std::memcpy(o, xt, size_t(cols) * 4); break;
-      case DType::kBF16:
+      case DType::kBF16: to_bf16(xt, reinterpret_cast<uint16_t*>(o), cols); break;
       case DType::kF16: quantize_generic(act, xt, o, size_t(cols)); break;
       default: quantize_activations(act, xt, o, size_t(cols)); break;
     }
@@ -164,6 +168,33 @@ void row_dot_check(const RowDotParams& p) {
       fail(ErrorKind::kInternal, "row dot f8_e4m3: scale row stride {} < {} blocks",
            p.scale_row_stride, blocks);
   }
+}
+
+}  // namespace tandem::kernels
+
+// ---- vec_ops.h: the generic variants and the per-level choice --------------------
+
+namespace tandem::kernels {
+namespace generic {
+namespace {
+void swiglu(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+void to_bf16(const float* x, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+}  // namespace
+VecOps vec_ops() { return {swiglu, to_bf16}; }
+}  // namespace generic
+
+VecOps vec_ops_for(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512Bf16: return avx512bf16::vec_ops();
+    case CpuIsa::kAvx512: return avx512::vec_ops();
+    case CpuIsa::kAvx2: return avx2::vec_ops();
+    case CpuIsa::kGeneric: break;
+  }
+  return generic::vec_ops();
 }
 
 }  // namespace tandem::kernels

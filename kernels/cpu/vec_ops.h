@@ -1,0 +1,30 @@
+// Element-wise steps of the expert layer, one variant per CPU level (as
+// row_dot.h): SwiGLU between the gate/up and down projections, and the
+// conversion of f32 activations to bf16. The generic variants are the
+// reference (libm's expf, scalar round-to-nearest-even).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_isa.h"
+
+namespace tandem::kernels {
+
+struct VecOps {
+  // g[i] = g[i] / (1 + exp(-g[i])) * u[i] (SiLU(gate) * up). The vector
+  // variants' exp is a degree-6 polynomial after range reduction: within
+  // 2 ulp of expf, so the result is within 4 ulp of the generic one.
+  void (*swiglu)(float* g, const float* u, int64_t n);
+  // out[i] = bf16(x[i]), rounded to nearest even, bit-identical to
+  // f32_to_bf16 for every finite value and infinity (NaN stays NaN).
+  void (*to_bf16)(const float* x, uint16_t* out, int64_t n);
+};
+
+VecOps vec_ops_for(CpuIsa isa);
+
+namespace generic { VecOps vec_ops(); }
+namespace avx2 { VecOps vec_ops(); }
+namespace avx512 { VecOps vec_ops(); }
+namespace avx512bf16 { VecOps vec_ops(); }
+
+}  // namespace tandem::kernels

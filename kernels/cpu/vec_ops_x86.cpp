@@ -1,0 +1,116 @@
+// The vector variants of vec_ops.h, compiled once per level like
+// row_dot_x86.cpp (TANDEM_ROW_DOT_NS names the level).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/vec_ops.h"
+
+#ifndef TANDEM_ROW_DOT_NS
+#error "compile with -DTANDEM_ROW_DOT_NS=<level>"
+#endif
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+namespace {
+
+// exp(x): x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact
+// product), e^r by its Taylor polynomial to degree 6 (Horner), times 2^n.
+// Inputs are clamped to [-87.3, 88.7], where the result stays normal or
+// reaches +inf as expf's does.
+#if defined(__AVX512F__)
+using V = __m512;
+constexpr int kW = 16;
+inline V set1(float v) { return _mm512_set1_ps(v); }
+inline V load(const float* p) { return _mm512_loadu_ps(p); }
+inline void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline V fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+inline V vexp(V x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, set1(-87.3f)), set1(88.7f));
+  const V n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+  V r = fnma(n, set1(0.693359375f), x);
+  r = fnma(n, set1(-2.12194440e-4f), r);
+  V p = set1(1.0f / 720);
+  p = fma(p, r, set1(1.0f / 120));
+  p = fma(p, r, set1(1.0f / 24));
+  p = fma(p, r, set1(1.0f / 6));
+  p = fma(p, r, set1(0.5f));
+  p = fma(p, r, set1(1.0f));
+  p = fma(p, r, set1(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+#else
+using V = __m256;
+constexpr int kW = 8;
+inline V set1(float v) { return _mm256_set1_ps(v); }
+inline V load(const float* p) { return _mm256_loadu_ps(p); }
+inline void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+inline V vexp(V x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.3f)), set1(88.7f));
+  const V n = _mm256_round_ps(_mm256_mul_ps(x, set1(1.44269504088896341f)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  V r = fnma(n, set1(0.693359375f), x);
+  r = fnma(n, set1(-2.12194440e-4f), r);
+  V p = set1(1.0f / 720);
+  p = fma(p, r, set1(1.0f / 120));
+  p = fma(p, r, set1(1.0f / 24));
+  p = fma(p, r, set1(1.0f / 6));
+  p = fma(p, r, set1(0.5f));
+  p = fma(p, r, set1(1.0f));
+  p = fma(p, r, set1(1.0f));
+  // 2^n in two steps (n up to 128 does not fit one exponent field)
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i h = _mm256_srai_epi32(ni, 1);
+  const V s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+  const V s2 = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+#endif
+
+void swiglu(float* g, const float* u, int64_t n) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const V x = load(g + i);
+#if defined(__AVX512F__)
+    const V s = _mm512_div_ps(x, _mm512_add_ps(set1(1.0f), vexp(_mm512_sub_ps(set1(0.0f), x))));
+    store(g + i, _mm512_mul_ps(s, load(u + i)));
+#else
+    const V s = _mm256_div_ps(x, _mm256_add_ps(set1(1.0f), vexp(_mm256_sub_ps(set1(0.0f), x))));
+    store(g + i, _mm256_mul_ps(s, load(u + i)));
+#endif
+  }
+  for (; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+// Integer rounding as f32_to_bf16 (not vcvtne2ps2bf16, which flushes
+// subnormal inputs to zero): add 0x7FFF plus the lowest kept bit; NaNs are
+// truncated and keep a payload bit.
+void to_bf16(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v = _mm512_castps_si512(_mm512_loadu_ps(x + i));
+    const __m512i hi = _mm512_srli_epi32(v, 16);
+    const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, abs_mask), inf);
+    const __mmask16 bare = _mm512_mask_testn_epi32_mask(nan, hi, _mm512_set1_epi32(0x7F));
+    r = _mm512_mask_mov_epi32(r, nan, hi);
+    r = _mm512_mask_or_epi32(r, bare, r, _mm512_set1_epi32(0x40));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(r));
+  }
+#endif
+  for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
+}  // namespace
+
+VecOps vec_ops() { return {swiglu, to_bf16}; }
+
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
