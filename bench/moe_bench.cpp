@@ -3,12 +3,16 @@
 //  1. read bandwidth, STREAM-style (sum of a buffer far larger than the
 //     caches), with 1..N pinned threads;
 //  2. the AVX-512 BF16 peak (vdpbf16ps on registers only) of N threads;
-//  3. one MoE layer of DeepSeek-V3 (7168 x 2048) and Qwen3-30B-A3B
-//     (2048 x 768) expert shapes, top-8 routing over a pool of experts that
-//     fills --pool-gib, at 1, 2, 4, 8, 32 and 256 tokens, per weight type:
-//     GB/s of the weight bytes the routed experts span and its fraction of
-//     the N-thread read bandwidth; GFLOP/s and its fraction of the peak.
-// Every figure is the best of --reps repetitions (as STREAM reports).
+//  3. one MoE layer of DeepSeek-V3 (7168 x 2048, 256 experts) and
+//     Qwen3-30B-A3B (2048 x 768, 128 experts) expert shapes with top-8
+//     random routing (so tokens per expert are the model's), at 1, 2, 4, 8,
+//     32 and 256 tokens, per weight type: GB/s of the weight bytes the routed
+//     experts span and its ratio to the read bandwidth measured just before,
+//     GFLOP/s and its fraction of the peak. The experts' weights share a
+//     --pool-gib buffer far larger than the caches (expert e uses slot
+//     e % slots), so every expert's bytes come from DRAM.
+// Bandwidth and peak are the best of --reps passes (as STREAM reports); the
+// layer rows are medians over --reps repetitions.
 // TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level.
 #include <immintrin.h>
 #include <sys/mman.h>
