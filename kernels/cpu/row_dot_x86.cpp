@@ -155,10 +155,31 @@ void tile(const RowDotParams& p, const int64_t (&rows)[R], int64_t t, const Ahea
     for (int j = 0; j < T; ++j) p.y[size_t(t + j) * p.y_row_stride + size_t(rows[i])] = out[i][j];
 }
 
+// With several token groups per tile only the first one streams its rows
+// from DRAM, and the in-row prefetch distance is too short in time for a
+// compute-dense tile (a prefill's). So the later groups each ask for a share
+// of the next tile's rows (to L2; the in-row prefetch then brings them to
+// L1), and the next tile starts warm.
+template <int R>
+void prefetch_next_rows(const RowDotParams& p, const int64_t (&rows)[R], const Ahead& ah,
+                        int64_t share, int64_t shares) {
+  const size_t span = (ah.row_bytes + 63) / 64, b0 = span * size_t(share) / size_t(shares),
+               b1 = span * size_t(share + 1) / size_t(shares);
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    const uint8_t* next = p.w + size_t(rows[i]) * p.w_row_stride + size_t(ah.next);
+    for (size_t b = b0; b < b1; ++b) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * b), _MM_HINT_T1);
+  }
+}
+
 template <template <int, int> class Tile, int R>
 void tokens(const RowDotParams& p, const int64_t (&rows)[R], const Ahead& ah) {
   int64_t t = 0;
-  for (; t + 4 <= p.n_tokens; t += 4) tile<Tile, R, 4>(p, rows, t, ah);
+  const int64_t groups = p.n_tokens / 4;
+  for (; t + 4 <= p.n_tokens; t += 4) {
+    if (t > 0) prefetch_next_rows<R>(p, rows, ah, t / 4 - 1, groups - 1);
+    tile<Tile, R, 4>(p, rows, t, ah);
+  }
   switch (p.n_tokens - t) {
     case 3: tile<Tile, R, 3>(p, rows, t, ah); break;
     case 2: tile<Tile, R, 2>(p, rows, t, ah); break;
@@ -766,16 +787,21 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
       }
       #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        __m512i isum = _mm512_setzero_si512();
-        #pragma GCC unroll 8
-        for (int k = 0; k < 4; ++k) {
-          const __m512i p16 = _mm512_maddubs_epi16(Q[k], X[t][k]);
+        // two chains of two, so the dots' latency does not serialise a row
+        __m512i isum0 = _mm512_setzero_si512(), isum1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int k = 0; k < 4; k += 2) {
+          const __m512i p0 = _mm512_maddubs_epi16(Q[k], X[t][k]);
+          const __m512i p1 = _mm512_maddubs_epi16(Q[k + 1], X[t][k + 1]);
 #if defined(__AVX512VNNI__)
-          isum = _mm512_dpwssd_epi32(isum, p16, S[k]);
+          isum0 = _mm512_dpwssd_epi32(isum0, p0, S[k]);
+          isum1 = _mm512_dpwssd_epi32(isum1, p1, S[k + 1]);
 #else
-          isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p16, S[k]));
+          isum0 = _mm512_add_epi32(isum0, _mm512_madd_epi16(p0, S[k]));
+          isum1 = _mm512_add_epi32(isum1, _mm512_madd_epi16(p1, S[k + 1]));
 #endif
         }
+        const __m512i isum = _mm512_add_epi32(isum0, isum1);
         const __m128i msum = _mm_madd_epi16(mins, pairs[t]);
         acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * dx[t]), acc[i][t]);
         acc[i][t] = _mm512_fmadd_ps(_mm512_zextps128_ps512(_mm_cvtepi32_ps(msum)),
