@@ -99,7 +99,7 @@ size_t row_dot_activation_bytes(DType wtype, int64_t cols) {
 void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_stride,
                                  int64_t n_tokens, int64_t cols, uint8_t* out,
                                  size_t out_row_bytes, CpuIsa isa) {
-  const auto to_bf16 = vec_ops_for(isa).to_bf16;
+  const VecOps ops = vec_ops_for(isa);
   const DType act = row_dot_activation_type(wtype);
   const size_t need = row_dot_activation_bytes(wtype, cols);
   if (out_row_bytes < need)
@@ -110,8 +110,10 @@ void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_strid
     uint8_t* o = out + size_t(t) * out_row_bytes;
     switch (act) {
       case DType::kF32: std::memcpy(o, xt, size_t(cols) * 4); break;
-      case DType::kBF16: to_bf16(xt, reinterpret_cast<uint16_t*>(o), cols); break;
+      case DType::kBF16: ops.to_bf16(xt, reinterpret_cast<uint16_t*>(o), cols); break;
       case DType::kF16: quantize_generic(act, xt, o, size_t(cols)); break;
+      case DType::kQ8_0: ops.quantize_q8_0(xt, o, cols); break;
+      case DType::kQ8_K: ops.quantize_q8_k(xt, o, cols); break;
       default: quantize_activations(act, xt, o, size_t(cols)); break;
     }
   }
@@ -183,8 +185,14 @@ void swiglu(float* g, const float* u, int64_t n) {
 void to_bf16(const float* x, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
+void quantize_q8_0(const float* x, uint8_t* out, int64_t n) {
+  quantize_activations(DType::kQ8_0, x, out, size_t(n));
+}
+void quantize_q8_k(const float* x, uint8_t* out, int64_t n) {
+  quantize_activations(DType::kQ8_K, x, out, size_t(n));
+}
 }  // namespace
-VecOps vec_ops() { return {swiglu, to_bf16}; }
+VecOps vec_ops() { return {swiglu, to_bf16, quantize_q8_0, quantize_q8_k}; }
 }  // namespace generic
 
 VecOps vec_ops_for(CpuIsa isa) {

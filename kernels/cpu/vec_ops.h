@@ -18,6 +18,11 @@ struct VecOps {
   // out[i] = bf16(x[i]), rounded to nearest even, bit-identical to
   // f32_to_bf16 for every finite value and infinity (NaN stays NaN).
   void (*to_bf16)(const float* x, uint16_t* out, int64_t n);
+  // n finite values (a whole number of blocks) into Q8_0 / Q8_K activation
+  // blocks, byte-identical to quantize_activations() (ggml's x86
+  // quantisers). AVX2 uses the generic ones.
+  void (*quantize_q8_0)(const float* x, uint8_t* out, int64_t n);
+  void (*quantize_q8_k)(const float* x, uint8_t* out, int64_t n);
 };
 
 VecOps vec_ops_for(CpuIsa isa);

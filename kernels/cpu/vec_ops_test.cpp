@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/quantize.h"
 
 namespace tandem::kernels {
 namespace {
@@ -64,6 +66,26 @@ TEST(VecOps, Bf16ConversionIsBitIdentical) {
     ops.to_bf16(x.data(), got.data(), int64_t(x.size()));
     for (size_t i = 0; i < x.size(); ++i)
       ASSERT_EQ(got[i], f32_to_bf16(x[i])) << "bits " << std::hex << std::bit_cast<uint32_t>(x[i]);
+  });
+}
+
+TEST(VecOps, ActivationQuantisersAreByteIdentical) {
+  for_each_supported_level([](CpuIsa, VecOps ops) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(256 * 12);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng) * std::pow(10.0f, float(int(i / 256) - 6));
+    for (int i = 256; i < 512; ++i) x[size_t(i)] = 0.0f;  // an all-zero block
+    x[600] = -7.5f, x[700] = 7.5f;                        // a tie of the largest magnitudes
+    x[1000] = 1e-30f;
+    for (int i = 0; i < 32; ++i) x[size_t(1024 + i)] = float(i - 16) * 0.5f;  // exact halves after scaling
+    for (DType t : {DType::kQ8_0, DType::kQ8_K}) {
+      SCOPED_TRACE(std::string(name(t)));
+      std::vector<uint8_t> want(*bytes_for(t, x.size())), got(want.size(), 0xEE);
+      quantize_activations(t, x.data(), want.data(), x.size());
+      (t == DType::kQ8_0 ? ops.quantize_q8_0 : ops.quantize_q8_k)(x.data(), got.data(), int64_t(x.size()));
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i;
+    }
   });
 }
 

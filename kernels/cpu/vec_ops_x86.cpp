@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/quantize.h"
 #include "kernels/cpu/vec_ops.h"
 
 #ifndef TANDEM_ROW_DOT_NS
@@ -109,8 +111,64 @@ void to_bf16(const float* x, uint16_t* out, int64_t n) {
   for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
+#if defined(__AVX512F__)
+// ggml's x86 Q8_0 activation quantiser (quantize.cpp's quant_q8_0_activation)
+// 32 values at a time: amax, id = 127 / amax, q = round-half-even(x * id).
+void quantize_q8_0(const float* x, uint8_t* out, int64_t n) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += kQK8_0, out += sizeof(BlockQ8_0)) {
+    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const uint16_t d = f32_to_fp16(amax / 127.0f);
+    std::memcpy(out, &d, 2);
+    const __m512 v = _mm512_set1_ps(id);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x0, v))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 18), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x1, v))));
+  }
+}
+
+// ggml's quantize_row_q8_K_ref (quantize.cpp's quant_q8_k): the value of
+// largest magnitude (the first on ties, sign kept) maps to -127, quants are
+// min(127, round-half-even(x * -127 / max)), bsums the sums of 16.
+void quantize_q8_k(const float* x, uint8_t* out, int64_t n) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K, out += sizeof(BlockQ8_K)) {
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < kQK_K; i += 16) m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + i)), m);
+    const float amax = _mm512_reduce_max_ps(m);
+    BlockQ8_K blk{};
+    if (amax != 0.0f) {
+      float max = 0.0f;
+      for (int i = 0; i < kQK_K; i += 16) {  // the first value of that magnitude
+        const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + i)),
+                                                 _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (hit) {
+          max = x[i + __builtin_ctz(hit)];
+          break;
+        }
+      }
+      const float iscale = -127.0f / max;
+      const __m512 v = _mm512_set1_ps(iscale);
+      for (int i = 0; i < kQK_K; i += 16) {
+        const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), v)),
+                                           _mm512_set1_epi32(127));
+        const __m128i q8 = _mm512_cvtepi32_epi8(q);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(blk.qs + i), q8);
+        blk.bsums[i / 16] = int16_t(_mm512_reduce_add_epi32(q));
+      }
+      blk.d = 1.0f / iscale;
+    }
+    std::memcpy(out, &blk, sizeof(blk));
+  }
+}
+#else
+void quantize_q8_0(const float* x, uint8_t* out, int64_t n) { quantize_activations(DType::kQ8_0, x, out, size_t(n)); }
+void quantize_q8_k(const float* x, uint8_t* out, int64_t n) { quantize_activations(DType::kQ8_K, x, out, size_t(n)); }
+#endif
+
 }  // namespace
 
-VecOps vec_ops() { return {swiglu, to_bf16}; }
+VecOps vec_ops() { return {swiglu, to_bf16, quantize_q8_0, quantize_q8_k}; }
 
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
