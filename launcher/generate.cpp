@@ -5,12 +5,14 @@
 #include <ostream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "common/engine/model.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "common/error.h"
 #include "common/model/model_source.h"
 #include "common/text/tokenizer.h"
+#include "launcher/expert_graph.h"
 
 namespace tandem {
 
@@ -42,11 +44,40 @@ nlohmann::json rows(const std::vector<float>& logits, size_t vocab) {
   return out;
 }
 
+// The model in this process, or the dense part here and the routed experts
+// in expert workers.
+class LoadedModel {
+ public:
+  LoadedModel(const std::string& path, const EngineOptions& o) {
+    if (!o.single_process) {
+      auto src = ModelSource::open(path);
+      if (src->config().moe.n_experts == 0) {
+        spdlog::info("{} has no routed experts: running it in this process", path);
+      } else {
+        ExpertGraphOptions g;
+        g.model = path;
+        g.expert_workers = o.expert_workers;
+        graph_ = std::make_unique<ExpertGraph>(g);
+        return;
+      }
+    }
+    src_ = ModelSource::open(path);
+    local_ = std::make_unique<engine::Model>(*src_, kernels::choose_isa_from_environment());
+  }
+  engine::Model& operator*() { return graph_ ? graph_->model() : *local_; }
+  engine::Model* operator->() { return &**this; }
+
+ private:
+  std::unique_ptr<ModelSource> src_;
+  std::unique_ptr<engine::Model> local_;
+  std::unique_ptr<ExpertGraph> graph_;
+};
+
 }  // namespace
 
 void run_logits(const LogitsOptions& o, std::ostream& out) {
-  auto src = ModelSource::open(o.model);
-  engine::Model model(*src, kernels::choose_isa_from_environment());
+  LoadedModel loaded(o.model, o.engine);
+  engine::Model& model = *loaded;
   const size_t vocab = model.config().vocab_size;
   auto cache = model.new_cache(int64_t(o.tokens.size()) + o.greedy + 1);
   std::vector<float> logits = model.forward(o.tokens, cache);
@@ -68,8 +99,8 @@ void run_logits(const LogitsOptions& o, std::ostream& out) {
 }
 
 void run_generate(const RunOptions& o, std::ostream& out) {
-  auto src = ModelSource::open(o.model);
-  engine::Model model(*src, kernels::choose_isa_from_environment());
+  LoadedModel loaded(o.model, o.engine);
+  engine::Model& model = *loaded;
   const auto& c = model.config();
   std::optional<text::Tokenizer> tok;
   std::vector<uint32_t> prompt = o.tokens;

@@ -12,8 +12,16 @@
 
 namespace tandem {
 
+// Where the model runs: by default its routed experts run in expert-worker
+// processes (expert_graph.h); single_process keeps everything in this one.
+struct EngineOptions {
+  bool single_process = false;
+  int expert_workers = 0;  // 0: one per NUMA node
+};
+
 struct LogitsOptions {
   std::string model;
+  EngineOptions engine;
   std::vector<uint32_t> tokens;
   int greedy = 0;  // greedy steps after the prompt
 };
@@ -24,6 +32,7 @@ void run_logits(const LogitsOptions& o, std::ostream& out);
 
 struct RunOptions {
   std::string model;
+  EngineOptions engine;
   std::vector<uint32_t> tokens;       // the prompt as token ids, or
   std::optional<std::string> prompt;  // the prompt as text (model's tokenizer)
   int max_tokens = 32;

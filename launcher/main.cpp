@@ -23,7 +23,7 @@ commands:
       Print a model's architecture, sizes, dtypes and per-tensor layout.
       PATH is a GGUF file or a Hugging Face directory (config.json + safetensors).
       Without --model, the built-in default model (made at build time) is used.
-  logits --model PATH --tokens "ID ID ..." [--greedy N]
+  logits --model PATH --tokens "ID ID ..." [--greedy N] [ENGINE]
       Run the prompt through the model in one pass and print JSON: the logits of
       every prompt position, then N greedy steps with their logits.
   run --model PATH (--prompt TEXT | --tokens "ID ID ...") [-n N] [--temperature T]
@@ -31,6 +31,10 @@ commands:
       Generate up to N tokens (default 32), greedy unless --temperature > 0.
       With --prompt the model's own tokenizer encodes the text and the output
       is streamed as text; with --tokens the new ids are printed as JSON.
+  ENGINE (logits, run): by default a loader process builds the weight arena
+      and the routed experts run in expert-worker processes (one per NUMA node);
+      --expert-workers N   that many workers (virtual nodes when N > nodes)
+      --single-process     everything in this process, from the model files
   tokenize --tokenizer PATH (--text S | --file F) [--no-add-special] [--no-parse-special]
       Print {"ids": [...]} as Hugging Face's encode() gives them. PATH is a
       Hugging Face directory, a tokenizer.json or a GGUF file.
@@ -110,8 +114,27 @@ int to_int(const std::string& name, const std::string& v) {
   throw tandem::Error(tandem::ErrorKind::kInvalidInput, name + ": '" + v + "' is not an integer");
 }
 
-int cmd_logits(const std::vector<std::string>& args) {
+// Takes the engine flags out of args.
+std::vector<std::string> engine_flags(const std::vector<std::string>& args, tandem::EngineOptions& e) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--single-process") {
+      e.single_process = true;
+    } else if (args[i] == "--expert-workers" && i + 1 < args.size()) {
+      e.expert_workers = to_int(args[i], args[i + 1]);
+      if (e.expert_workers < 1)
+        throw tandem::Error(tandem::ErrorKind::kInvalidInput, "--expert-workers must be at least 1");
+      ++i;
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  return rest;
+}
+
+int cmd_logits(const std::vector<std::string>& all) {
   tandem::LogitsOptions o;
+  const std::vector<std::string> args = engine_flags(all, o.engine);
   bool ok = parse_options(args, "logits", [&](const std::string& k, const std::string& v) {
     if (k == "--model") o.model = v;
     else if (k == "--tokens") o.tokens = tandem::parse_token_ids(v);
@@ -126,8 +149,9 @@ int cmd_logits(const std::vector<std::string>& args) {
   return 0;
 }
 
-int cmd_run(const std::vector<std::string>& args) {
+int cmd_run(const std::vector<std::string>& all) {
   tandem::RunOptions o;
+  const std::vector<std::string> args = engine_flags(all, o.engine);
   bool ok = parse_options(args, "run", [&](const std::string& k, const std::string& v) {
     if (k == "--model") o.model = v;
     else if (k == "--tokens") o.tokens = tandem::parse_token_ids(v);

@@ -11,7 +11,14 @@
 namespace tandem::engine {
 
 Model::Model(const ModelSource& src, kernels::CpuIsa isa)
-    : config_(src.config()), weights_(ModelWeights::prepare(src)), linear_(isa) {
+    : Model(src.config(), ModelWeights::prepare(src), isa) {}
+
+Model::Model(const ModelConfig& config, ModelWeights weights, kernels::CpuIsa isa)
+    : config_(config), weights_(std::move(weights)), linear_(isa) {
+  init_layers();
+}
+
+void Model::init_layers() {
   const ModelConfig& c = config_;
   embed_ = &weights_.at("token_embd.weight");
   out_norm_ = &weights_.at("output_norm.weight");
@@ -97,7 +104,7 @@ std::vector<float> Model::forward(std::span<const uint32_t> tokens, KvCache& cac
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
     for (int64_t t = 0; t < n; ++t)
       rms_norm(x.data() + t * H, L.ffn_norm->values(), xn.data() + t * H, H, c.rms_eps);
-    if (L.moe) moe_ffn(L, xn.data(), n, tmp.data());
+    if (L.moe) moe_ffn(L, l, xn.data(), n, tmp.data());
     else dense_ffn(L, xn.data(), n, tmp.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
   }

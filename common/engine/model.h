@@ -14,6 +14,7 @@
 #include "common/engine/kv_cache.h"
 #include "common/engine/linear.h"
 #include "common/engine/ops.h"
+#include "common/engine/routed_experts.h"
 #include "common/engine/weights.h"
 
 namespace tandem {
@@ -28,6 +29,11 @@ class Model {
   // CPU kernels (linear.h): kGeneric is the ggml-faithful reference; main()
   // passes kernels::choose_isa_from_environment().
   explicit Model(const ModelSource& src, kernels::CpuIsa isa = kernels::CpuIsa::kGeneric);
+  // A model over weights prepared elsewhere (ModelWeights::from_arena: the
+  // dense part of a weight arena, whose routed experts live in the expert
+  // workers; set_routed_experts() must then name where they are computed).
+  Model(const ModelConfig& config, ModelWeights weights,
+        kernels::CpuIsa isa = kernels::CpuIsa::kGeneric);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
@@ -45,6 +51,10 @@ class Model {
   // near zero means the routing is a near-tie that rounding can flip.
   const std::vector<float>& route_margins() const { return route_margins_; }
 
+  // Computes routed experts through `experts` (not owned; nullptr: in this
+  // process from the model's own weights).
+  void set_routed_experts(RoutedExperts* experts) { routed_ = experts; }
+
  private:
   struct Layer;
   void attention_gqa(const Layer& L, int64_t layer, const float* xn, int64_t n, int64_t pos0,
@@ -52,7 +62,9 @@ class Model {
   void attention_mla(const Layer& L, int64_t layer, const float* xn, int64_t n, int64_t pos0,
                      KvCache& cache, float* out);
   void dense_ffn(const Layer& L, const float* xn, int64_t n, float* out);
-  void moe_ffn(const Layer& L, const float* xn, int64_t n, float* out);
+  void init_layers();
+  void moe_ffn(const Layer& L, int64_t layer, const float* xn, int64_t n, float* out);
+  void local_routed_experts(const Layer& L, const RoutedWork& w);
   void shared_experts(const Layer& L, const float* xn, int64_t n, float* out);
 
   ModelConfig config_;
@@ -65,6 +77,7 @@ class Model {
   float kq_scale_;
   Linear linear_;
   std::vector<float> route_margins_;
+  RoutedExperts* routed_ = nullptr;
 };
 
 }  // namespace tandem::engine

@@ -22,6 +22,9 @@
 namespace tandem {
 
 class ModelSource;
+namespace arena {
+class Arena;
+}
 
 struct MatrixView {
   DType dtype;
@@ -58,6 +61,9 @@ class ModelWeights {
   // Prepares every tensor of the source's tensor map. The source must
   // outlive the weights (views point into its mappings).
   static ModelWeights prepare(const ModelSource& src);
+  // Views of an arena's dense tensors (routed experts live in the expert
+  // workers' slices and are left out). The arena must outlive the weights.
+  static ModelWeights from_arena(const arena::Arena& a);
 
   const Weight& at(const std::string& name) const;
   const Weight* find(const std::string& name) const;

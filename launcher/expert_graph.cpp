@@ -1,0 +1,140 @@
+#include "launcher/expert_graph.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+#include "common/model/model_source.h"
+#include "common/ring/ring.h"
+#include "common/shm/numa.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/thread_pool.h"
+#include "services/expert_worker/work_message.h"
+#include "services/gpu_worker/remote_experts.h"
+
+namespace tandem {
+
+std::vector<int> plan_worker_nodes(int n, int nodes) {
+  if (nodes < 1) nodes = 1;
+  if (n <= 0) n = nodes;
+  std::vector<int> out;
+  for (int w = 0; w < n; ++w) out.push_back(int(int64_t(w) * nodes / n));
+  return out;
+}
+
+namespace {
+
+std::string this_executable_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error(ErrorKind::kSystem, "cannot read /proc/self/exe: " + ec.message());
+  return exe.parent_path().string();
+}
+
+std::string join(const std::vector<int>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::string require_binary(const std::string& dir, const std::string& name) {
+  std::string p = dir + "/" + name;
+  if (::access(p.c_str(), X_OK) != 0)
+    fail(ErrorKind::kNotFound, "{} is missing (expected next to the tandem binary); rebuild", p);
+  return p;
+}
+
+}  // namespace
+
+ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : run_(RunDirectory::create()) {
+  using namespace std::chrono;
+  const std::string bin = o.bin_dir.empty() ? this_executable_dir() : o.bin_dir;
+  const std::string loader_bin = require_binary(bin, "tandem-loader");
+  const std::string worker_bin = require_binary(bin, "tandem-expert-worker");
+  const std::vector<int> nodes = plan_worker_nodes(o.expert_workers, numa_node_count());
+  const int W = int(nodes.size());
+  const std::string arena_path = run_.file("arena");
+  const auto deadline = steady_clock::now() + o.start_timeout;
+
+  // 1. The loader builds the arena (with progress in its log) and exits.
+  {
+    spdlog::info("run {}: building the weight arena for {} expert worker(s)", run_.path(), W);
+    ChildProcess loader = ChildProcess::spawn(
+        {loader_bin, "--model", o.model, "--run-dir", run_.path(), "--arena", arena_path,
+         "--worker-nodes", join(nodes, ",")},
+        run_.file("loader-0.log"));
+    auto st = loader.wait_for(duration_cast<milliseconds>(deadline - steady_clock::now()));
+    if (!st) fail(ErrorKind::kTimeout, "the loader did not finish the arena in {} s; its log:\n{}",
+                  o.start_timeout.count(), loader.log_tail());
+    if (*st != 0)
+      fail(ErrorKind::kInvalidInput, "the loader {} while building the arena for {}:\n{}",
+           ChildProcess::describe(*st), o.model, loader.log_tail());
+  }
+  arena_ = std::make_unique<arena::Arena>(arena::Arena::open(arena_path));
+  config_source_ = ModelSource::open(o.model);  // the config only; weights come from the arena
+  const ModelConfig& c = config_source_->config();
+  if (c.moe.n_experts == 0)
+    fail(ErrorKind::kUnsupported, "{} has no routed experts; expert workers have nothing to do "
+         "(use --single-process)", o.model);
+  const int top_k = int(c.moe.n_experts_used);
+
+  // 2. One pair of rings per worker, then the workers, each on its share of
+  //    this process's CPUs (the requester's threads share them).
+  const std::vector<int> cpus = kernels::allowed_cpus();
+  const int64_t T = std::max<int64_t>(1, o.tokens_per_message);
+  const RingShape req{4, uint32_t(expert::work_bytes(T, c.hidden, top_k))};
+  const RingShape res{4, uint32_t(expert::result_bytes(T, c.hidden))};
+  std::vector<gpu::ExpertLinkPaths> links;
+  for (int w = 0; w < W; ++w) {
+    gpu::ExpertLinkPaths p{run_.file(fmt::format("experts-{}.req", w)),
+                           run_.file(fmt::format("experts-{}.res", w))};
+    RingFile::create(p.requests, req);
+    RingFile::create(p.responses, res);
+    links.push_back(p);
+  }
+  remote_ = std::make_unique<gpu::RemoteExperts>(links);
+  for (int w = 0; w < W; ++w) {
+    const size_t n = cpus.size();
+    const size_t b = size_t(w) * n / size_t(W);
+    const size_t e = std::max(b + 1, size_t(w + 1) * n / size_t(W));
+    std::vector<int> mine(cpus.begin() + long(b % n), cpus.begin() + long(std::min(e, n)));
+    workers_.push_back(ChildProcess::spawn(
+        {worker_bin, "--arena", arena_path, "--worker", std::to_string(w), "--requests",
+         links[size_t(w)].requests, "--responses", links[size_t(w)].responses, "--top-k",
+         std::to_string(top_k), "--threads", std::to_string(mine.size()), "--cpus", join(mine, ","),
+         "--parent-pid", std::to_string(::getpid())},
+        run_.file(fmt::format("expert-{}.log", w))));
+  }
+  remote_->wait_ready(deadline, [this] { check_workers(); });
+  auto weights = ModelWeights::from_arena(*arena_);
+  model_ = std::make_unique<engine::Model>(c, std::move(weights), kernels::choose_isa_from_environment());
+  model_->set_routed_experts(remote_.get());
+  const std::vector<pid_t> pids = worker_pids();
+  spdlog::info("{} expert worker(s) serving (pids {}); the dense part runs here", W,
+               join(std::vector<int>(pids.begin(), pids.end()), " "));
+}
+
+ExpertGraph::~ExpertGraph() {
+  model_.reset();
+  remote_.reset();
+  for (ChildProcess& w : workers_) w.stop();
+}
+
+std::vector<pid_t> ExpertGraph::worker_pids() const {
+  std::vector<pid_t> p;
+  for (const ChildProcess& w : workers_) p.push_back(w.pid());
+  return p;
+}
+
+void ExpertGraph::check_workers() {
+  for (size_t w = 0; w < workers_.size(); ++w)
+    if (!workers_[w].running())
+      fail(ErrorKind::kPeerLost, "expert worker {} (pid {}) {} before it was ready; its log:\n{}", w,
+           workers_[w].pid(), ChildProcess::describe(workers_[w].status().value_or(-1)),
+           workers_[w].log_tail());
+}
+
+}  // namespace tandem

@@ -1,0 +1,63 @@
+// The engine with its routed experts in expert-worker processes: a run
+// directory, the loader (builds or adopts the weight arena, then exits), one
+// tandem-expert-worker per slice of the arena's expert region, and, in this
+// process, the rest of the model over the arena's dense tensors, sending
+// routed work to the workers over shared-memory rings (RemoteExperts).
+//
+// This is the requester side that `tandem logits` and `tandem run` use by
+// default. The gpu worker and coordinator processes (the process-graph
+// issue) take the same parts apart further.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/arena/arena.h"
+#include "common/engine/model.h"
+#include "common/shm/child_process.h"
+#include "common/shm/run_dir.h"
+
+namespace tandem {
+
+class ModelSource;
+namespace gpu {
+class RemoteExperts;
+}
+
+struct ExpertGraphOptions {
+  std::string model;
+  int expert_workers = 0;          // 0: one per NUMA node
+  std::string bin_dir;             // tandem-loader etc.; default: this executable's folder
+  int64_t tokens_per_message = 64; // ring slot capacity
+  std::chrono::seconds start_timeout{600};
+};
+
+class ExpertGraph {
+ public:
+  // Starts everything and waits until each expert worker is serving; throws
+  // tandem::Error naming the process that failed, with the tail of its log.
+  explicit ExpertGraph(const ExpertGraphOptions& o);
+  ~ExpertGraph();  // stops the workers and removes the run directory
+
+  engine::Model& model() { return *model_; }
+  const std::string& run_dir() const { return run_.path(); }
+  std::vector<pid_t> worker_pids() const;
+
+ private:
+  void check_workers();
+
+  RunDirectory run_;
+  std::unique_ptr<ModelSource> config_source_;
+  std::unique_ptr<arena::Arena> arena_;
+  std::vector<ChildProcess> workers_;
+  std::unique_ptr<gpu::RemoteExperts> remote_;
+  std::unique_ptr<engine::Model> model_;
+};
+
+// The worker → NUMA node plan for n workers (0: one per node) on a machine
+// with `nodes` nodes: workers spread evenly, several per node when n > nodes.
+std::vector<int> plan_worker_nodes(int n, int nodes);
+
+}  // namespace tandem

@@ -1,0 +1,149 @@
+#include "services/expert_worker/expert_compute.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "common/arena/arena.h"
+#include "common/engine/ops.h"
+#include "common/error.h"
+
+namespace tandem::expert {
+
+struct ExpertCompute::Layer {
+  kernels::MoeShape shape;
+  kernels::MoeKernels kernels;
+  std::vector<kernels::MoeExpert> experts;
+  std::vector<MatrixView> gate, up, down;  // per expert, for the reference path
+};
+
+namespace {
+
+std::vector<MatrixView> expert_views(const arena::ArenaTensor& t, bool f32_activations) {
+  const int64_t rows = int64_t(t.shape[1]), cols = int64_t(t.shape[2]);
+  const size_t row_bytes = *bytes_for(t.dtype, uint64_t(cols));
+  std::vector<MatrixView> out;
+  for (uint64_t e = 0; e < t.shape[0]; ++e) {
+    MatrixView v{t.dtype, t.bytes.data() + e * uint64_t(rows) * row_bytes, rows, cols, row_bytes};
+    v.f32_activations = f32_activations;
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+ExpertCompute::ExpertCompute(const arena::Arena& a, const ComputeOptions& o, kernels::ThreadPool& pool)
+    : pool_(pool), max_tokens_(o.max_tokens), top_k_(o.top_k), isa_(o.isa), linear_(o.isa) {
+  if (o.worker < 0 || size_t(o.worker) >= a.worker_nodes().size())
+    fail(ErrorKind::kNotFound, "arena {} has {} expert worker slice(s); there is no worker {}",
+         a.path(), a.worker_nodes().size(), o.worker);
+  const bool hf = a.source_is_hf();
+  size_t workspace = 0;
+  for (int64_t l = 0;; ++l) {
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    if (!a.find(prefix + "attn_norm.weight")) break;
+    const arena::ArenaTensor* g = a.find(prefix + "ffn_gate_exps.weight", o.worker);
+    const arena::ArenaTensor* u = a.find(prefix + "ffn_up_exps.weight", o.worker);
+    const arena::ArenaTensor* d = a.find(prefix + "ffn_down_exps.weight", o.worker);
+    if (!g || !u || !d) {
+      layers_.emplace_back();
+      continue;
+    }
+    if (g->shape.size() != 3 || u->shape != g->shape || d->shape.size() != 3 ||
+        d->shape[0] != g->shape[0] || d->shape[1] != g->shape[2] || d->shape[2] != g->shape[1])
+      fail(ErrorKind::kInternal, "arena {}: layer {} expert slices of worker {} have mismatched shapes",
+           a.path(), l, o.worker);
+    auto L = std::make_unique<Layer>();
+    hidden_ = int64_t(g->shape[2]);
+    n_experts_ = int64_t(g->shape[0]);
+    ffn_begin_ = g->slice_begin;
+    ffn_end_ = g->slice_end;
+    L->gate = expert_views(*g, hf);
+    L->up = expert_views(*u, hf);
+    L->down = expert_views(*d, hf);
+    kernels::MoeShape& s = L->shape;
+    s.gate_up_type = g->dtype;
+    s.down_type = d->dtype;
+    s.hidden = hidden_;
+    s.ffn = int64_t(g->shape[1]);
+    s.n_experts = n_experts_;
+    s.gate_up_row_stride = L->gate[0].row_stride;
+    s.down_row_stride = L->down[0].row_stride;
+    bool fused = !hf && g->dtype == u->dtype && s.ffn > 0;
+    if (fused) {
+      try {
+        kernels::moe_check_shape(s);
+      } catch (const Error& e) {
+        spdlog::warn("layer {}: the fused MoE kernel cannot take this slice ({}); using the reference path",
+                     l, e.what());
+        fused = false;
+      }
+    }
+    fused_ = fused_ && fused;
+    if (fused) {
+      L->kernels = kernels::moe_kernels(isa_, s);
+      for (int64_t e = 0; e < n_experts_; ++e)
+        L->experts.push_back({reinterpret_cast<const uint8_t*>(L->gate[size_t(e)].data),
+                              reinterpret_cast<const uint8_t*>(L->up[size_t(e)].data),
+                              reinterpret_cast<const uint8_t*>(L->down[size_t(e)].data)});
+      workspace = std::max(workspace, kernels::moe_workspace_bytes(s, max_tokens_, top_k_));
+    }
+    layers_.push_back(std::move(L));
+  }
+  if (hidden_ == 0)
+    fail(ErrorKind::kNotFound, "arena {} has no routed-expert slices for worker {}", a.path(), o.worker);
+  workspace_.resize(workspace);
+  const size_t F = ffn_end_ - ffn_begin_;
+  g_.resize(F);
+  u_.resize(F);
+  d_.resize(size_t(hidden_));
+}
+
+ExpertCompute::~ExpertCompute() = default;
+
+void ExpertCompute::run(int64_t layer, int64_t n_tokens, int top_k, const float* x,
+                        const int32_t* expert_ids, const float* expert_weights, float* y) {
+  if (layer < 0 || layer >= n_layers() || !layers_[size_t(layer)])
+    fail_invalid("layer {} has no routed experts on this worker ({} layers)", layer, n_layers());
+  if (n_tokens < 0 || n_tokens > max_tokens_ || top_k != top_k_)
+    fail_invalid("{} tokens of top-{} experts; this worker takes up to {} tokens of top-{}", n_tokens,
+                 top_k, max_tokens_, top_k_);
+  for (int64_t i = 0; i < n_tokens * top_k; ++i)
+    if (expert_ids[i] < -1 || expert_ids[i] >= n_experts_)
+      fail_invalid("expert id {} out of range [0, {})", expert_ids[i], n_experts_);
+  const Layer& L = *layers_[size_t(layer)];
+  if (L.experts.empty()) return run_reference(L, n_tokens, top_k, x, expert_ids, expert_weights, y);
+  kernels::MoeBatch b;
+  b.n_tokens = n_tokens;
+  b.top_k = top_k;
+  b.x = x;
+  b.x_row_stride = size_t(hidden_);
+  b.expert_ids = expert_ids;
+  b.expert_weights = expert_weights;
+  b.y = y;
+  b.y_row_stride = size_t(hidden_);
+  kernels::moe_forward(L.kernels, pool_, L.shape, L.experts.data(), b, workspace_.data(),
+                       workspace_.size());
+}
+
+// The engine's own loop (model moe.cpp), on this worker's slice.
+void ExpertCompute::run_reference(const Layer& L, int64_t n_tokens, int top_k, const float* x,
+                                  const int32_t* ids, const float* w, float* y) {
+  const int64_t H = hidden_, F = int64_t(g_.size());
+  std::fill(y, y + n_tokens * H, 0.0f);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int k = 0; k < top_k; ++k) {
+      const int32_t e = ids[t * top_k + k];
+      if (e < 0) continue;
+      linear_(L.gate[size_t(e)], x + t * H, 1, g_.data());
+      linear_(L.up[size_t(e)], x + t * H, 1, u_.data());
+      engine::swiglu(g_.data(), u_.data(), F);
+      linear_(L.down[size_t(e)], g_.data(), 1, d_.data());
+      for (int64_t i = 0; i < H; ++i) y[t * H + i] += w[t * top_k + k] * d_[size_t(i)];
+    }
+}
+
+}  // namespace tandem::expert

@@ -1,0 +1,39 @@
+// The expert worker: maps its slice of the weight arena read-only, pins a
+// thread pool to its cores, and answers the routed-expert work a requester
+// (the gpu worker, or the launcher's in-process one) sends over a pair of
+// shared-memory rings that the requester created: read a chunk of tokens,
+// compute this worker's partial sums (expert_compute.h), write them back.
+//
+// After attaching it sends a kReady result naming its slice, so the requester
+// knows it is serving. A dead requester is not an error: the worker waits
+// for a restarted one to re-attach (the ring adopts its new epoch). It exits
+// when told to stop (SIGTERM), or when the process that started it is gone.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/shm/process.h"
+#include "kernels/cpu/cpu_isa.h"
+
+namespace tandem::expert {
+
+struct WorkerOptions {
+  std::string arena;       // the arena file
+  int worker = 0;          // which slice
+  std::string requests;    // ring the requester writes
+  std::string responses;   // ring this worker writes
+  int threads = 1;
+  std::vector<int> cpus;   // pin thread i to cpus[i]; empty: not pinned
+  std::optional<ProcessId> parent;  // exit when it is gone
+  int top_k = 0;           // experts per token (the model's n_experts_used)
+};
+
+// Parses "0-3,8,10-11"; throws tandem::Error.
+std::vector<int> parse_cpu_list(const std::string& text);
+
+int run_expert_worker(const WorkerOptions& o, kernels::CpuIsa isa, const std::atomic<bool>& stop);
+
+}  // namespace tandem::expert

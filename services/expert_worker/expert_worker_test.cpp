@@ -1,0 +1,201 @@
+// The expert worker and its requester: the work messages, the routed experts
+// computed by worker processes against the in-process engine, and the errors
+// a requester gets from a bad request, a killed worker or a broken model.
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/arena/arena.h"
+#include "common/engine/model.h"
+#include "common/error.h"
+#include "common/model/model_source.h"
+#include "common/ring/ring.h"
+#include "common/shm/child_process.h"
+#include "common/shm/run_dir.h"
+#include "launcher/expert_graph.h"
+#include "services/expert_worker/work_message.h"
+#include "services/gpu_worker/remote_experts.h"
+#include "tools/gen_model/gen_model.h"
+
+namespace tandem {
+namespace {
+
+using namespace std::chrono;
+
+const std::string kBin = std::string(TANDEM_BINARY_DIR) + "/bin";
+
+TEST(WorkMessage, RoundTripsAndRejectsMalformed) {
+  const int64_t n = 3, H = 8;
+  const int K = 2;
+  std::vector<float> x(n * H), w(n * K);
+  std::vector<int32_t> ids(n * K);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f;
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i), w[i] = 1.0f / float(i + 1);
+  std::vector<std::byte> slot(expert::work_bytes(n, H, K));
+  expert::WorkHeader h;
+  h.id = 42;
+  h.layer = 5;
+  h.n_tokens = int32_t(n);
+  h.top_k = K;
+  h.hidden = int32_t(H);
+  ASSERT_EQ(expert::encode_work(slot, h, x.data(), ids.data(), w.data()), slot.size());
+  expert::WorkView v = expert::decode_work(slot);
+  EXPECT_EQ(v.header.id, 42u);
+  EXPECT_EQ(v.header.layer, 5);
+  EXPECT_EQ(std::memcmp(v.x, x.data(), x.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(v.expert_ids, ids.data(), ids.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(v.expert_weights, w.data(), w.size() * 4), 0);
+
+  auto kind_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::kInternal;  // "did not throw" — asserted below as not kInvalidInput
+  };
+  std::span<const std::byte> all(slot);
+  EXPECT_EQ(kind_of([&] { expert::decode_work(all.first(slot.size() - 4)); }), ErrorKind::kInvalidInput);
+  EXPECT_EQ(kind_of([&] { expert::decode_work(all.first(10)); }), ErrorKind::kInvalidInput);
+  slot[0] = std::byte{0};
+  EXPECT_EQ(kind_of([&] { expert::decode_work(slot); }), ErrorKind::kInvalidInput);
+  std::vector<std::byte> small(64);
+  EXPECT_THROW(expert::encode_work(small, h, x.data(), ids.data(), w.data()), Error);
+}
+
+// A tiny generated model (Q8_0, whose arithmetic the split leaves exact).
+class ExpertGraphTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    run_ = RunDirectory::create();
+    model_ = run_.file("model.gguf");
+    genmodel::GenOptions o;
+    o.config = genmodel::preset_config(Arch::kQwen3Moe, "tiny");
+    o.dtype = DType::kQ8_0;
+    o.progress = false;
+    genmodel::generate(o, model_);
+  }
+  ExpertGraphOptions options(int workers) const {
+    ExpertGraphOptions o;
+    o.model = model_;
+    o.expert_workers = workers;
+    o.bin_dir = kBin;
+    o.tokens_per_message = 3;  // forces a prompt into several messages per layer
+    return o;
+  }
+  RunDirectory run_;
+  std::string model_;
+};
+
+TEST_F(ExpertGraphTest, MatchesTheInProcessEngine) {
+  auto src = ModelSource::open(model_);
+  engine::Model local(*src);
+  ExpertGraph graph(options(3));
+  const std::vector<uint32_t> prompt{1, 5, 9, 2, 7, 3, 11, 4};
+  auto cl = local.new_cache(16), cg = graph.model().new_cache(16);
+  std::vector<float> a = local.forward(prompt, cl), b = graph.model().forward(prompt, cg);
+  ASSERT_EQ(a.size(), b.size());
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  EXPECT_LE(worst, 1e-4f);
+  uint32_t next = 6;
+  a = local.forward(std::span(&next, 1), cl);
+  b = graph.model().forward(std::span(&next, 1), cg);
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  EXPECT_LE(worst, 1e-4f);
+}
+
+TEST_F(ExpertGraphTest, AKilledWorkerIsAnErrorNamingItNotAHang) {
+  ExpertGraph graph(options(2));
+  const std::vector<uint32_t> prompt{1, 2, 3};
+  auto cache = graph.model().new_cache(16);
+  graph.model().forward(prompt, cache);
+  ASSERT_EQ(::kill(graph.worker_pids()[1], SIGKILL), 0);
+  const auto t0 = steady_clock::now();
+  try {
+    uint32_t next = 4;
+    graph.model().forward(std::span(&next, 1), cache);
+    FAIL() << "a forward pass with a dead expert worker succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPeerLost) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expert worker 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(steady_clock::now() - t0, seconds(2));
+}
+
+TEST_F(ExpertGraphTest, ALoaderFailureShowsItsLog) {
+  {
+    std::fstream f(model_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.write("XXXX", 4);  // not a GGUF magic any more
+  }
+  try {
+    ExpertGraph graph(options(2));
+    FAIL() << "a graph started on a corrupt model";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the loader exited with code 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("[loader/0 pid"), std::string::npos) << "the loader's log tail: " << m;
+  }
+}
+
+// A request the worker refuses (an expert id out of range) comes back as an
+// error naming the worker and the reason; the worker keeps serving.
+TEST_F(ExpertGraphTest, ABadRequestIsRefusedWithTheReason) {
+  auto src = ModelSource::open(model_);
+  const ModelConfig& c = src->config();
+  const std::string arena_path = run_.file("arena");
+  arena::BuildOptions bo;
+  bo.worker_nodes = {0};
+  bo.on_progress = [](const arena::BuildProgress&) {};
+  arena::Arena::build(arena_path, *src, bo);
+  gpu::ExpertLinkPaths p{run_.file("w0.req"), run_.file("w0.res")};
+  const int K = int(c.moe.n_experts_used);
+  RingFile::create(p.requests, {4, uint32_t(expert::work_bytes(4, c.hidden, K))});
+  RingFile::create(p.responses, {4, uint32_t(expert::result_bytes(4, c.hidden))});
+  gpu::RemoteExperts remote({p});
+  ChildProcess worker = ChildProcess::spawn(
+      {kBin + "/tandem-expert-worker", "--arena", arena_path, "--worker", "0", "--requests",
+       p.requests, "--responses", p.responses, "--top-k", std::to_string(K)},
+      run_.file("worker.log"));
+  remote.wait_ready(deadline_in(seconds(30)), [&] { ASSERT_TRUE(worker.running()) << worker.log_tail(); });
+  std::vector<float> x(c.hidden, 0.1f), w(size_t(K), 0.5f), y(c.hidden);
+  std::vector<int32_t> ids(size_t(K), 0);
+  ids[1] = int32_t(c.moe.n_experts) + 7;
+  const int64_t moe_layer = c.moe.first_k_dense;
+  engine::RoutedWork work{moe_layer, 1, K, int64_t(c.hidden), x.data(), ids.data(), w.data(), y.data()};
+  remote.start(work);
+  try {
+    remote.finish();
+    FAIL() << "an out-of-range expert id was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expert worker 0 failed layer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(worker.running()) << worker.log_tail();
+}
+
+TEST(ChildProcess, ReportsExitAndStopsOnDestruction) {
+  RunDirectory run = RunDirectory::create();
+  ChildProcess bad = ChildProcess::spawn({"/nonexistent/binary"}, run.file("bad.log"));
+  auto st = bad.wait_for(seconds(5));
+  ASSERT_TRUE(st);
+  EXPECT_EQ(ChildProcess::describe(*st), "exited with code 127");
+  EXPECT_NE(bad.log_tail().find("exec failed"), std::string::npos);
+  pid_t pid;
+  {
+    ChildProcess sleeper = ChildProcess::spawn({"/bin/sleep", "100"}, run.file("sleep.log"));
+    pid = sleeper.pid();
+    EXPECT_TRUE(sleeper.running());
+  }
+  EXPECT_NE(::kill(pid, 0), 0) << "the child outlived its owner";
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,86 @@
+// tandem-expert-worker: computes routed experts on one slice of the weight
+// arena for a requester that talks to it over two rings. Started by the
+// launcher; runnable by hand for debugging:
+//   tandem-expert-worker --arena RUN/arena --worker 0 --requests RUN/experts-0.req
+//       --responses RUN/experts-0.res --top-k 8 [--threads N] [--cpus 0-3]
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <string>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "services/expert_worker/expert_worker.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};  // set by SIGINT/SIGTERM; read between requests
+
+const char* kUsage = R"(usage: tandem-expert-worker --arena PATH --worker N --requests RING --responses RING --top-k K [options]
+  --threads N        compute threads (default 1)
+  --cpus LIST        pin them, e.g. 0-3,8 (default: not pinned)
+  --parent-pid PID   exit when that process is gone
+The rings are created by the requester; TANDEM_CPU_ISA forces a kernel level.
+)";
+
+int parse_int(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(v, &used);
+    if (used == v.size() && n >= 0) return n;
+  } catch (const std::exception&) {
+  }
+  tandem::fail_invalid("{} '{}': expected a non-negative integer", flag, v);
+}
+
+tandem::expert::WorkerOptions parse(int argc, char** argv) {
+  tandem::expert::WorkerOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) tandem::fail_invalid("unknown option or missing value: '{}'", a);
+    std::string v = argv[++i];
+    if (a == "--arena") o.arena = v;
+    else if (a == "--worker") o.worker = parse_int(a, v);
+    else if (a == "--requests") o.requests = v;
+    else if (a == "--responses") o.responses = v;
+    else if (a == "--top-k") o.top_k = parse_int(a, v);
+    else if (a == "--threads") o.threads = parse_int(a, v);
+    else if (a == "--cpus") o.cpus = tandem::expert::parse_cpu_list(v);
+    else if (a == "--parent-pid") {
+      o.parent = tandem::find_process(pid_t(parse_int(a, v)));
+      if (!o.parent) throw tandem::Error(tandem::ErrorKind::kPeerLost, "--parent-pid " + v + ": no such process");
+    } else {
+      tandem::fail_invalid("unknown option '{}'", a);
+    }
+  }
+  if (o.arena.empty() || o.requests.empty() || o.responses.empty() || o.top_k < 1)
+    tandem::fail_invalid("--arena, --requests, --responses and --top-k are required");
+  if (o.threads < 1) tandem::fail_invalid("--threads must be at least 1");
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  tandem::expert::WorkerOptions o;
+  try {
+    o = parse(argc, argv);
+  } catch (const tandem::Error& e) {
+    std::cerr << "tandem-expert-worker: " << e.what() << "\n" << kUsage;
+    return 2;
+  }
+  tandem::init_logging("expert", o.worker);
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  try {
+    return tandem::expert::run_expert_worker(o, tandem::kernels::choose_isa_from_environment(), g_stop);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

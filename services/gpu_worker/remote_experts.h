@@ -1,0 +1,67 @@
+// Routed experts computed by the expert workers: engine::RoutedExperts over
+// one pair of rings per worker (work_message.h has the bytes). start() cuts
+// the batch into chunks a slot can carry and sends each to every worker;
+// finish() adds the workers' partial sums in worker order (so the result does
+// not depend on who answers first), sending further chunks as slots free up.
+// A worker that dies or stops answering is an error naming it, within the
+// deadline, never a hang.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/engine/routed_experts.h"
+#include "common/ring/ring.h"
+
+namespace tandem::gpu {
+
+struct ExpertLinkPaths {
+  std::string requests, responses;  // created by the requester (RingFile::create)
+};
+
+struct RemoteExpertsOptions {
+  std::chrono::milliseconds reply_timeout{60000};  // per message, while the worker lives
+  RingOptions ring;
+};
+
+class RemoteExperts final : public engine::RoutedExperts {
+ public:
+  // Attaches the requester's ends of every worker's rings.
+  RemoteExperts(const std::vector<ExpertLinkPaths>& links, RemoteExpertsOptions options = {});
+  ~RemoteExperts() override;
+
+  // Waits for every worker's kReady until the deadline. `check` is called
+  // while waiting (about every 100 ms) and should throw if a worker's process
+  // has exited before attaching.
+  void wait_ready(Deadline deadline, const std::function<void()>& check);
+
+  void start(const engine::RoutedWork& work) override;
+  void finish() override;
+
+  int workers() const { return int(links_.size()); }
+  int64_t tokens_per_message() const { return tokens_per_message_; }
+  uint64_t messages_sent() const { return next_id_ - 1; }
+
+ private:
+  struct Link {
+    RingWriter to;
+    RingReader from;
+    int worker;
+  };
+  void send_chunk(size_t chunk);
+  void receive(size_t chunk, Link& link, bool first);
+
+  std::vector<Link> links_;
+  RemoteExpertsOptions options_;
+  int64_t tokens_per_message_ = 0;
+  engine::RoutedWork work_;
+  bool active_ = false;
+  bool broken_ = false;
+  std::string broken_reason_;
+  size_t n_chunks_ = 0, sent_ = 0;
+  uint64_t next_id_ = 1, first_id_ = 0;
+};
+
+}  // namespace tandem::gpu
