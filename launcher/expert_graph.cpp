@@ -95,18 +95,20 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : run_(RunDirectory::creat
     RingFile::create(p.responses, res);
     links.push_back(p);
   }
-  remote_ = std::make_unique<gpu::RemoteExperts>(links);
+  gpu::RemoteExpertsOptions ro;
+  if (o.restart_workers) ro.restart = [this](int w) { return restart_worker(w); };
+  remote_ = std::make_unique<gpu::RemoteExperts>(links, ro);
   for (int w = 0; w < W; ++w) {
     const size_t n = cpus.size();
     const size_t b = size_t(w) * n / size_t(W);
     const size_t e = std::max(b + 1, size_t(w + 1) * n / size_t(W));
     std::vector<int> mine(cpus.begin() + long(b % n), cpus.begin() + long(std::min(e, n)));
-    workers_.push_back(ChildProcess::spawn(
+    worker_argv_.push_back(
         {worker_bin, "--arena", arena_path, "--worker", std::to_string(w), "--requests",
          links[size_t(w)].requests, "--responses", links[size_t(w)].responses, "--top-k",
          std::to_string(top_k), "--threads", std::to_string(mine.size()), "--cpus", join(mine, ","),
-         "--parent-pid", std::to_string(::getpid())},
-        run_.file(fmt::format("expert-{}.log", w))));
+         "--parent-pid", std::to_string(::getpid())});
+    workers_.push_back(ChildProcess::spawn(worker_argv_.back(), run_.file(fmt::format("expert-{}.log", w))));
   }
   remote_->wait_ready(deadline, [this] { check_workers(); });
   auto weights = ModelWeights::from_arena(*arena_);
@@ -127,6 +129,19 @@ std::vector<pid_t> ExpertGraph::worker_pids() const {
   std::vector<pid_t> p;
   for (const ChildProcess& w : workers_) p.push_back(w.pid());
   return p;
+}
+
+int ExpertGraph::restarts() const { return remote_ ? remote_->restarts() : 0; }
+
+bool ExpertGraph::restart_worker(int w) {
+  ChildProcess& c = workers_.at(size_t(w));
+  if (c.running()) return false;
+  const std::string how = c.status() ? ChildProcess::describe(*c.status()) : "is gone";
+  const pid_t old = c.pid();
+  c = ChildProcess::spawn(worker_argv_[size_t(w)], c.log_path());
+  spdlog::warn("expert worker {} (pid {}) {}; started it again as pid {} (the arena is not rebuilt)", w,
+               old, how, c.pid());
+  return true;
 }
 
 void ExpertGraph::check_workers() {

@@ -32,6 +32,7 @@ struct ExpertGraphOptions {
   std::string bin_dir;             // tandem-loader etc.; default: this executable's folder
   int64_t tokens_per_message = 64; // ring slot capacity
   std::chrono::seconds start_timeout{600};
+  bool restart_workers = true;     // a dead expert worker is restarted, its work re-driven
 };
 
 class ExpertGraph {
@@ -44,14 +45,20 @@ class ExpertGraph {
   engine::Model& model() { return *model_; }
   const std::string& run_dir() const { return run_.path(); }
   std::vector<pid_t> worker_pids() const;
+  int restarts() const;
+  gpu::RemoteExperts& remote() { return *remote_; }
+  const arena::Arena& arena() const { return *arena_; }
 
  private:
   void check_workers();
+  // RemoteExpertsOptions::restart: starts worker w again if it is gone.
+  bool restart_worker(int w);
 
   RunDirectory run_;
   std::unique_ptr<ModelSource> config_source_;
   std::unique_ptr<arena::Arena> arena_;
   std::vector<ChildProcess> workers_;
+  std::vector<std::vector<std::string>> worker_argv_;
   std::unique_ptr<gpu::RemoteExperts> remote_;
   std::unique_ptr<engine::Model> model_;
 };

@@ -112,7 +112,9 @@ TEST_F(ExpertGraphTest, MatchesTheInProcessEngine) {
 }
 
 TEST_F(ExpertGraphTest, AKilledWorkerIsAnErrorNamingItNotAHang) {
-  ExpertGraph graph(options(2));
+  ExpertGraphOptions o = options(2);
+  o.restart_workers = false;
+  ExpertGraph graph(o);
   const std::vector<uint32_t> prompt{1, 2, 3};
   auto cache = graph.model().new_cache(16);
   graph.model().forward(prompt, cache);
@@ -127,6 +129,34 @@ TEST_F(ExpertGraphTest, AKilledWorkerIsAnErrorNamingItNotAHang) {
     EXPECT_NE(std::string(e.what()).find("expert worker 1"), std::string::npos) << e.what();
   }
   EXPECT_LT(steady_clock::now() - t0, seconds(2));
+}
+
+// With restarts on (the default), a worker killed between or during forward
+// passes is started again on the same arena and rings, and the passes give
+// exactly the numbers of an undisturbed run.
+TEST_F(ExpertGraphTest, AKilledWorkerIsRestartedAndTheResultIsUnchanged) {
+  const std::vector<uint32_t> prompt{1, 5, 9, 2, 7, 3, 11, 4, 8, 10};
+  const std::vector<uint32_t> next{6, 12, 13};
+  auto run = [&](ExpertGraph& g, bool kill) {
+    auto cache = g.model().new_cache(32);
+    std::vector<float> out = g.model().forward(prompt, cache);
+    for (size_t i = 0; i < next.size(); ++i) {
+      if (kill) ::kill(g.worker_pids()[i % 2], SIGKILL);
+      if (kill && i == 2) std::this_thread::sleep_for(milliseconds(50));  // dead before the pass
+      auto step = g.model().forward(std::span(&next[i], 1), cache);
+      out.insert(out.end(), step.begin(), step.end());
+    }
+    return out;
+  };
+  ExpertGraph calm(options(2));
+  const std::vector<float> expected = run(calm, false);
+  ExpertGraph graph(options(2));
+  const std::vector<pid_t> before = graph.worker_pids();
+  const std::vector<float> got = run(graph, true);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(graph.restarts(), 3);
+  EXPECT_NE(graph.worker_pids()[0], before[0]);
+  EXPECT_NE(graph.worker_pids()[1], before[1]);
 }
 
 TEST_F(ExpertGraphTest, ALoaderFailureShowsItsLog) {

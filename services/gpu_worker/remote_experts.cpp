@@ -1,6 +1,7 @@
 #include "services/gpu_worker/remote_experts.h"
 
 #include <cstring>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -34,6 +35,7 @@ void RemoteExperts::wait_ready(Deadline deadline, const std::function<void()>& c
         spdlog::info("expert worker {} (pid {}) ready: F[{}, {}), {}", l.worker, r.header.pid,
                      r.header.ffn_begin, r.header.ffn_end, r.text);
         l.from.release();
+        l.ready_at = steady_clock::now();
         break;
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::kTimeout) fail(e.kind(), "expert worker {}: {}", l.worker, e.what());
@@ -81,10 +83,16 @@ void RemoteExperts::send_chunk(size_t chunk) {
   h.hidden = int32_t(work_.hidden);
   for (Link& l : links_) {
     std::span<std::byte> slot;
-    try {
-      slot = l.to.reserve(deadline_in(options_.reply_timeout));
-    } catch (const Error& e) {
-      fail(e.kind(), "expert worker {}: cannot send layer {} work: {}", l.worker, work_.layer, e.what());
+    for (;;) {
+      try {
+        slot = l.to.reserve(deadline_in(options_.reply_timeout));
+        break;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kPeerLost)
+          fail(e.kind(), "expert worker {}: cannot send layer {} work: {}", l.worker, work_.layer,
+               e.what());
+        recover(l, e);  // nothing was written: try again
+      }
     }
     l.to.publish(expert::encode_work(slot, h, work_.x + t0 * work_.hidden,
                                      work_.expert_ids + t0 * work_.top_k,
@@ -96,33 +104,77 @@ void RemoteExperts::send_chunk(size_t chunk) {
 void RemoteExperts::receive(size_t chunk, Link& l, bool first) {
   const int64_t t0 = int64_t(chunk) * tokens_per_message_;
   const int64_t n = std::min(tokens_per_message_, work_.n_tokens - t0);
-  RingMessage m;
-  try {
-    m = l.from.peek(deadline_in(options_.reply_timeout));
-  } catch (const Error& e) {
-    fail(e.kind(), "expert worker {}: no answer to layer {} (request {}): {}", l.worker, work_.layer,
-         first_id_ + chunk, e.what());
-  }
-  expert::ResultView r = expert::decode_result(m.bytes);
-  if (r.header.kind == expert::ResultKind::kError) {
-    std::string text(r.text);
+  const uint64_t want = first_id_ + chunk;
+  for (;;) {
+    RingMessage m;
+    try {
+      m = l.from.peek(deadline_in(options_.reply_timeout));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kPeerLost)
+        fail(e.kind(), "expert worker {}: no answer to layer {} (request {}): {}", l.worker,
+             work_.layer, want, e.what());
+      recover(l, e);
+      continue;
+    }
+    expert::ResultView r = expert::decode_result(m.bytes);
+    if (r.header.kind == expert::ResultKind::kReady) {  // a restarted worker
+      spdlog::info("expert worker {} (pid {}) serving again: {}", l.worker, r.header.pid, r.text);
+      l.attach_deadline = Deadline{};
+      l.ready_at = steady_clock::now();
+      l.from.release();
+      continue;
+    }
+    if (r.header.id < want) {  // answered twice across a restart
+      l.from.release();
+      continue;
+    }
+    if (r.header.kind == expert::ResultKind::kError) {
+      std::string text(r.text);
+      l.from.release();
+      fail(ErrorKind::kInternal, "expert worker {} failed layer {} (request {}): {}", l.worker,
+           work_.layer, r.header.id, text);
+    }
+    if (r.header.kind != expert::ResultKind::kResult || r.header.id != want ||
+        r.header.n_tokens != n || r.header.hidden != work_.hidden)
+      fail(ErrorKind::kInternal,
+           "expert worker {} answered request {} ({} tokens) while {} ({} tokens) was expected",
+           l.worker, r.header.id, r.header.n_tokens, want, n);
+    float* y = work_.y + t0 * work_.hidden;
+    const size_t count = size_t(n * work_.hidden);
+    if (first) {
+      std::memcpy(y, r.y, count * sizeof(float));
+    } else {
+      for (size_t i = 0; i < count; ++i) y[i] += r.y[i];
+    }
     l.from.release();
-    fail(ErrorKind::kInternal, "expert worker {} failed layer {} (request {}): {}", l.worker,
-         work_.layer, r.header.id, text);
+    return;
   }
-  if (r.header.kind != expert::ResultKind::kResult || r.header.id != first_id_ + chunk ||
-      r.header.n_tokens != n || r.header.hidden != work_.hidden)
-    fail(ErrorKind::kInternal,
-         "expert worker {} answered request {} ({} tokens) while {} ({} tokens) was expected",
-         l.worker, r.header.id, r.header.n_tokens, first_id_ + chunk, n);
-  float* y = work_.y + t0 * work_.hidden;
-  const size_t count = size_t(n * work_.hidden);
-  if (first) {
-    std::memcpy(y, r.y, count * sizeof(float));
-  } else {
-    for (size_t i = 0; i < count; ++i) y[i] += r.y[i];
+}
+
+void RemoteExperts::recover(Link& l, const Error& e) {
+  if (!options_.restart) fail(ErrorKind::kPeerLost, "expert worker {}: {}", l.worker, e.what());
+  const auto now = steady_clock::now();
+  if (options_.restart(l.worker)) {
+    if (++l.restarts > options_.max_restarts)
+      fail(ErrorKind::kPeerLost, "expert worker {}: {} (given up after {} restarts)", l.worker,
+           e.what(), options_.max_restarts);
+    spdlog::warn("expert worker {}: {}; restarted it", l.worker, e.what());
+    l.attach_deadline = now + options_.reply_timeout;
+    return;
   }
-  l.from.release();
+  // The process runs: a restarted worker still attaching, or the one-time
+  // notice that a new one has replaced the dead one.
+  if (l.attach_deadline == Deadline{}) l.attach_deadline = now + options_.reply_timeout;
+  if (now > l.attach_deadline)
+    fail(ErrorKind::kTimeout, "expert worker {} was restarted but has not attached its rings in {} ms: {}",
+         l.worker, options_.reply_timeout.count(), e.what());
+  std::this_thread::sleep_for(milliseconds(1));
+}
+
+int RemoteExperts::restarts() const {
+  int n = 0;
+  for (const Link& l : links_) n += l.restarts;
+  return n;
 }
 
 void RemoteExperts::finish() {

@@ -3,8 +3,12 @@
 // the batch into chunks a slot can carry and sends each to every worker;
 // finish() adds the workers' partial sums in worker order (so the result does
 // not depend on who answers first), sending further chunks as slots free up.
-// A worker that dies or stops answering is an error naming it, within the
-// deadline, never a hang.
+// A worker that stops answering is an error naming it, within the deadline,
+// never a hang. A worker that dies is restarted through `restart` when one is
+// given: the new process attaches the same rings with a new epoch, reads the
+// requests its predecessor had not released (ring.h) and answers them; answers
+// the predecessor had already published are kept and duplicates skipped, so
+// the batch completes with the same numbers.
 #pragma once
 
 #include <chrono>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "common/engine/routed_experts.h"
+#include "common/error.h"
 #include "common/ring/ring.h"
 
 namespace tandem::gpu {
@@ -24,6 +29,11 @@ struct ExpertLinkPaths {
 struct RemoteExpertsOptions {
   std::chrono::milliseconds reply_timeout{60000};  // per message, while the worker lives
   RingOptions ring;
+  // Starts worker `w` again if its process is gone and returns true; returns
+  // false if it runs (it may be a restarted one that has not attached yet);
+  // throws if it cannot. Empty: a dead worker is an error.
+  std::function<bool(int w)> restart;
+  int max_restarts = 5;  // per worker, over the object's life
 };
 
 class RemoteExperts final : public engine::RoutedExperts {
@@ -43,15 +53,23 @@ class RemoteExperts final : public engine::RoutedExperts {
   int workers() const { return int(links_.size()); }
   int64_t tokens_per_message() const { return tokens_per_message_; }
   uint64_t messages_sent() const { return next_id_ - 1; }
+  int restarts() const;
+  // When worker w's latest ready message was read (for benchmarks).
+  Deadline ready_at(int w) const { return links_.at(size_t(w)).ready_at; }
 
  private:
   struct Link {
     RingWriter to;
     RingReader from;
     int worker;
+    int restarts = 0;
+    Deadline attach_deadline{};  // while a restarted worker has not said ready
+    Deadline ready_at{};         // when its last kReady was read
   };
   void send_chunk(size_t chunk);
   void receive(size_t chunk, Link& link, bool first);
+  // A ring said the worker is gone (or was replaced): restart it, or rethrow.
+  void recover(Link& link, const Error& e);
 
   std::vector<Link> links_;
   RemoteExpertsOptions options_;
