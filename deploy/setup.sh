@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git curl
   libboost-dev                      # Boost.Interprocess (header-only)
   libzmq3-dev cppzmq-dev            # control plane
   capnproto libcapnp-dev            # message schemas (compiler + library)

@@ -144,6 +144,25 @@ bool ExpertGraph::restart_worker(int w) {
   return true;
 }
 
+LoadedModel::LoadedModel(const std::string& path, const EngineOptions& o) {
+  if (!o.single_process) {
+    auto src = ModelSource::open(path);
+    if (src->config().moe.n_experts == 0) {
+      spdlog::info("{} has no routed experts: running it in this process", path);
+    } else {
+      ExpertGraphOptions g;
+      g.model = path;
+      g.expert_workers = o.expert_workers;
+      graph_ = std::make_unique<ExpertGraph>(g);
+      return;
+    }
+  }
+  src_ = ModelSource::open(path);
+  local_ = std::make_unique<engine::Model>(*src_, kernels::choose_isa_from_environment());
+}
+
+LoadedModel::~LoadedModel() = default;
+
 void ExpertGraph::check_workers() {
   for (size_t w = 0; w < workers_.size(); ++w)
     if (!workers_[w].running())

@@ -63,6 +63,29 @@ class ExpertGraph {
   std::unique_ptr<engine::Model> model_;
 };
 
+// Where the model runs: by default its routed experts run in expert-worker
+// processes; single_process keeps everything in this one.
+struct EngineOptions {
+  bool single_process = false;
+  int expert_workers = 0;  // 0: one per NUMA node
+};
+
+// The model in this process, or its dense part here and its routed experts in
+// expert workers (a model without routed experts always runs here).
+class LoadedModel {
+ public:
+  LoadedModel(const std::string& path, const EngineOptions& o);
+  ~LoadedModel();
+  engine::Model& operator*() { return graph_ ? graph_->model() : *local_; }
+  engine::Model* operator->() { return &**this; }
+  ExpertGraph* graph() { return graph_.get(); }
+
+ private:
+  std::unique_ptr<ModelSource> src_;
+  std::unique_ptr<engine::Model> local_;
+  std::unique_ptr<ExpertGraph> graph_;
+};
+
 // The worker → NUMA node plan for n workers (0: one per node) on a machine
 // with `nodes` nodes: workers spread evenly, several per node when n > nodes.
 std::vector<int> plan_worker_nodes(int n, int nodes);

@@ -44,35 +44,6 @@ nlohmann::json rows(const std::vector<float>& logits, size_t vocab) {
   return out;
 }
 
-// The model in this process, or the dense part here and the routed experts
-// in expert workers.
-class LoadedModel {
- public:
-  LoadedModel(const std::string& path, const EngineOptions& o) {
-    if (!o.single_process) {
-      auto src = ModelSource::open(path);
-      if (src->config().moe.n_experts == 0) {
-        spdlog::info("{} has no routed experts: running it in this process", path);
-      } else {
-        ExpertGraphOptions g;
-        g.model = path;
-        g.expert_workers = o.expert_workers;
-        graph_ = std::make_unique<ExpertGraph>(g);
-        return;
-      }
-    }
-    src_ = ModelSource::open(path);
-    local_ = std::make_unique<engine::Model>(*src_, kernels::choose_isa_from_environment());
-  }
-  engine::Model& operator*() { return graph_ ? graph_->model() : *local_; }
-  engine::Model* operator->() { return &**this; }
-
- private:
-  std::unique_ptr<ModelSource> src_;
-  std::unique_ptr<engine::Model> local_;
-  std::unique_ptr<ExpertGraph> graph_;
-};
-
 }  // namespace
 
 void run_logits(const LogitsOptions& o, std::ostream& out) {

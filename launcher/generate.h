@@ -9,15 +9,9 @@
 #include <vector>
 
 #include "common/engine/sampler.h"
+#include "launcher/expert_graph.h"
 
 namespace tandem {
-
-// Where the model runs: by default its routed experts run in expert-worker
-// processes (expert_graph.h); single_process keeps everything in this one.
-struct EngineOptions {
-  bool single_process = false;
-  int expert_workers = 0;  // 0: one per NUMA node
-};
 
 struct LogitsOptions {
   std::string model;

@@ -3,6 +3,9 @@
 // its parsed options, and main() only dispatches.
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
+
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -12,6 +15,7 @@
 #include "common/log.h"
 #include "launcher/generate.h"
 #include "launcher/inspect.h"
+#include "launcher/serve.h"
 #include "launcher/text_commands.h"
 
 namespace {
@@ -31,7 +35,11 @@ commands:
       Generate up to N tokens (default 32), greedy unless --temperature > 0.
       With --prompt the model's own tokenizer encodes the text and the output
       is streamed as text; with --tokens the new ids are printed as JSON.
-  ENGINE (logits, run): by default a loader process builds the weight arena
+  serve [--model PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY]
+      [--model-name NAME] [ENGINE]
+      Serve the OpenAI-compatible API: POST /v1/completions, /v1/chat/completions
+      (streaming or not), GET /v1/models, /health, /metrics. Stop with Ctrl-C.
+  ENGINE (logits, run, serve): by default a loader process builds the weight arena
       and the routed experts run in expert-worker processes (one per NUMA node);
       --expert-workers N   that many workers (virtual nodes when N > nodes)
       --single-process     everything in this process, from the model files
@@ -174,6 +182,28 @@ int cmd_run(const std::vector<std::string>& all) {
   return 0;
 }
 
+std::atomic<bool> g_stop{false};  // SIGINT/SIGTERM while serving
+
+int cmd_serve(const std::vector<std::string>& all) {
+  tandem::ServeOptions o;
+  const std::vector<std::string> args = engine_flags(all, o.engine);
+  bool ok = parse_options(args, "serve", [&](const std::string& k, const std::string& v) {
+    if (k == "--model") o.model = v;
+    else if (k == "--host") o.host = v;
+    else if (k == "--port") o.port = to_int(k, v);
+    else if (k == "--api-key") o.api_key = v;
+    else if (k == "--model-name") o.model_name = v;
+    else return false;
+    return true;
+  });
+  if (!ok) return 2;
+  if (o.port < 0 || o.port > 65535) throw tandem::Error(tandem::ErrorKind::kInvalidInput, "--port must be 0..65535");
+  if (o.model.empty()) o.model = default_model();
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  return tandem::run_serve(o, g_stop);
+}
+
 // Flags without values first, then "--name value" pairs.
 int cmd_tokenize(std::vector<std::string> args) {
   tandem::TokenizeOptions o;
@@ -252,6 +282,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(args);
     if (cmd == "logits") return cmd_logits(args);
     if (cmd == "run") return cmd_run(args);
+    if (cmd == "serve") return cmd_serve(args);
     if (cmd == "tokenize") return cmd_tokenize(args);
     if (cmd == "detokenize") return cmd_detokenize(args);
     if (cmd == "chat-template") return cmd_chat_template(args);

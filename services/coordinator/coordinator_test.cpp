@@ -1,0 +1,166 @@
+// The coordinator's parts in one process: generation with stop strings and
+// cancellation on a generated model, and the HTTP server's handling of
+// malformed requests, limits and routes (through a real socket).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/engine/model.h"
+#include "common/model/model_source.h"
+#include "common/shm/run_dir.h"
+#include "common/text/tokenizer.h"
+#include "services/coordinator/generator.h"
+#include "services/coordinator/http_server.h"
+#include "services/coordinator/openai_api.h"
+#include "tools/gen_model/gen_model.h"
+
+namespace tandem::coordinator {
+namespace {
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    run_ = new RunDirectory(RunDirectory::create());
+    genmodel::GenOptions o;
+    o.config = genmodel::preset_config(Arch::kQwen3Moe, "tiny");
+    o.dtype = DType::kQ8_0;
+    o.progress = false;
+    path_ = run_->file("model.gguf");
+    genmodel::generate(o, path_);
+    src_ = ModelSource::open(path_).release();
+    model_ = new engine::Model(*src_);
+    tok_ = new text::Tokenizer(text::Tokenizer::load(path_));
+  }
+  static void TearDownTestSuite() {
+    delete tok_;
+    delete model_;
+    delete src_;
+    delete run_;
+  }
+  static inline RunDirectory* run_ = nullptr;
+  static inline std::string path_;
+  static inline ModelSource* src_ = nullptr;
+  static inline engine::Model* model_ = nullptr;
+  static inline text::Tokenizer* tok_ = nullptr;
+};
+
+TEST_F(CoordinatorTest, StopStringsCutTheTextAndAreNeverStreamed) {
+  Generator gen(*model_, *tok_);
+  const std::vector<uint32_t> prompt{1, 2, 3, 4};
+  GenerationParams p;
+  p.max_tokens = 24;
+  GenerationResult full = gen.generate(prompt, p);
+  ASSERT_EQ(full.finish_reason, "length");
+  ASSERT_GE(full.text.size(), 8u) << full.text;
+  // A stop string taken from the middle of the greedy text.
+  const size_t at = full.text.size() / 2;
+  p.stop = {full.text.substr(at, 3)};
+  const size_t first = full.text.find(p.stop[0]);
+  std::string streamed;
+  GenerationResult cut = gen.generate(prompt, p, [&](const TokenEvent& e) {
+    streamed += e.delta;
+    EXPECT_EQ(streamed.find(p.stop[0]), std::string::npos) << "stop text was streamed";
+    return true;
+  });
+  EXPECT_EQ(cut.finish_reason, "stop");
+  EXPECT_EQ(cut.text, full.text.substr(0, first));
+  EXPECT_EQ(streamed, cut.text);
+  // Without a stop string the stream adds up to the text as well.
+  p.stop.clear();
+  streamed.clear();
+  GenerationResult again = gen.generate(prompt, p, [&](const TokenEvent& e) {
+    streamed += e.delta;
+    return true;
+  });
+  EXPECT_EQ(again.text, full.text);
+  EXPECT_EQ(streamed, full.text);
+}
+
+TEST_F(CoordinatorTest, ACancelledGenerationStopsAtOnce) {
+  Generator gen(*model_, *tok_);
+  GenerationParams p;
+  p.max_tokens = 50;
+  int events = 0;
+  GenerationResult r = gen.generate({1, 2, 3}, p, [&](const TokenEvent&) { return ++events < 3; });
+  EXPECT_EQ(r.finish_reason, "cancelled");
+  EXPECT_EQ(r.tokens.size(), 3u);
+  GenerationParams too_long;
+  too_long.max_tokens = int(gen.context_length());
+  EXPECT_THROW(gen.generate({1, 2, 3}, too_long), Error);
+}
+
+// One raw request over a socket; returns the whole answer.
+std::string http_exchange(int port, const std::string& raw) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return "connect failed";
+  (void)!::write(fd, raw.data(), raw.size());
+  ::shutdown(fd, SHUT_WR);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+  ::close(fd);
+  return out;
+}
+
+TEST_F(CoordinatorTest, HttpErrorsHaveStatusesAndOpenAiShape) {
+  Generator gen(*model_, *tok_);
+  ApiOptions ao;
+  ao.api_key = "k";
+  OpenAiApi api(gen, std::nullopt, ao);
+  HttpServerOptions ho;
+  ho.port = 0;
+  ho.max_body_bytes = 1000;
+  auto server = HttpServer::listen(ho);
+  std::atomic<bool> stop{false};
+  std::thread t([&] { server.serve([&](const HttpRequest& r, HttpResponder& o) { api.handle(r, o); }, stop); });
+  const int port = server.port();
+  auto status = [](const std::string& answer) { return answer.substr(0, answer.find("\r\n")); };
+  auto body = [](const std::string& answer) {
+    return nlohmann::json::parse(answer.substr(answer.find("\r\n\r\n") + 4));
+  };
+  EXPECT_EQ(status(http_exchange(port, "GET /health HTTP/1.1\r\n\r\n")), "HTTP/1.1 200 OK");
+  EXPECT_EQ(status(http_exchange(port, "GET /v1/models HTTP/1.1\r\n\r\n")), "HTTP/1.1 401 Unauthorized");
+  const std::string auth = "Authorization: Bearer k\r\n";
+  EXPECT_EQ(status(http_exchange(port, "GET /v1/models HTTP/1.1\r\n" + auth + "\r\n")), "HTTP/1.1 200 OK");
+  EXPECT_EQ(status(http_exchange(port, "NONSENSE\r\n\r\n")), "HTTP/1.1 400 Bad Request");
+  auto nf = http_exchange(port, "GET /v2/x HTTP/1.1\r\n" + auth + "\r\n");
+  EXPECT_EQ(status(nf), "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(body(nf)["error"]["type"], "not_found_error");
+  std::string big(2000, 'x');
+  EXPECT_EQ(status(http_exchange(port, "POST /v1/completions HTTP/1.1\r\n" + auth + "Content-Length: 2000\r\n\r\n" + big)),
+            "HTTP/1.1 413 Payload Too Large");
+  auto post = [&](const std::string& json) {
+    return http_exchange(port, "POST /v1/completions HTTP/1.1\r\n" + auth +
+                              "Content-Length: " + std::to_string(json.size()) + "\r\n\r\n" + json);
+  };
+  auto bad = post(R"({"prompt": "hi", "top_p": 3})");
+  EXPECT_EQ(status(bad), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(body(bad)["error"]["param"], "top_p");
+  EXPECT_EQ(status(post(R"({"prompt": ["a", "b"]})")), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(status(post(R"({"prompt": "hi", "n": 2})")), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(status(post(R"({"prompt": [1, 2, 99999]})")), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(status(http_exchange(port, "POST /v1/chat/completions HTTP/1.1\r\n" + auth +
+                                      "Content-Length: 2\r\n\r\n{}")), "HTTP/1.1 400 Bad Request");
+  auto ok = post(R"({"prompt": [1, 2, 3], "max_tokens": 5, "temperature": 0, "logprobs": 2, "echo": true})");
+  ASSERT_EQ(status(ok), "HTTP/1.1 200 OK") << ok;
+  auto j = body(ok);
+  EXPECT_EQ(j["usage"]["completion_tokens"].get<int>() + 3, j["usage"]["total_tokens"].get<int>());
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(), j["usage"]["completion_tokens"].get<size_t>());
+  for (const auto& lp : j["choices"][0]["logprobs"]["token_logprobs"]) EXPECT_LE(lp.get<double>(), 0.0);
+  stop = true;
+  t.join();
+}
+
+}  // namespace
+}  // namespace tandem::coordinator
