@@ -108,16 +108,25 @@ class ModelUnderTest {
 
 class EngineFixture : public ::testing::TestWithParam<Case> {};
 
+std::string fixture_model(const Case& c) {
+  auto dir = testing::fixtures_dir() / c.folder;
+  return std::string(c.variant) == "hf" ? (dir / "hf").string()
+                                        : (dir / ("model-" + std::string(c.variant) + ".gguf")).string();
+}
+
+nlohmann::json fixture_reference(const Case& c) {
+  auto path = testing::fixtures_dir() / c.folder / c.reference;
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error("cannot read " + path.string());
+  return nlohmann::json::parse(f);
+}
+
 TEST_P(EngineFixture, MatchesLlamaCppReference) {
   TANDEM_REQUIRE_FIXTURES();
   const Case& c = GetParam();
-  auto dir = testing::fixtures_dir() / c.folder;
-  std::string model_path = std::string(c.variant) == "hf"
-                               ? (dir / "hf").string()
-                               : (dir / ("model-" + std::string(c.variant) + ".gguf")).string();
-  std::ifstream ref_file(dir / c.reference);
-  ASSERT_TRUE(ref_file) << "cannot read " << (dir / c.reference);
-  nlohmann::json ref = nlohmann::json::parse(ref_file);
+  const std::string model_path = fixture_model(c);
+  nlohmann::json ref;
+  ASSERT_NO_THROW(ref = fixture_reference(c));
 
   ModelUnderTest under_test(model_path, expert_workers());
   Model& model = *under_test;
@@ -233,13 +242,9 @@ TEST_P(EngineFixture, GraphMatchesSingleProcess) {
     GTEST_SKIP() << "set TANDEM_FIXTURE_EXPERT_WORKERS=N to run the process graph (CTest "
                     "engine_fixture_test_expert_workers does)";
   const Case& c = GetParam();
-  auto dir = testing::fixtures_dir() / c.folder;
-  std::string model_path = std::string(c.variant) == "hf"
-                               ? (dir / "hf").string()
-                               : (dir / ("model-" + std::string(c.variant) + ".gguf")).string();
-  std::ifstream ref_file(dir / c.reference);
-  ASSERT_TRUE(ref_file);
-  nlohmann::json ref = nlohmann::json::parse(ref_file);
+  const std::string model_path = fixture_model(c);
+  nlohmann::json ref;
+  ASSERT_NO_THROW(ref = fixture_reference(c));
   ModelUnderTest graph_model(model_path, expert_workers());
   ModelUnderTest local_model(model_path, 0);
   Model& graph = *graph_model;
