@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,8 +52,10 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const std
     throw Error(ErrorKind::kSystem, fmt::format("fork for {}: {}", argv[0], std::strerror(err)));
   }
   if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(126);  // the parent died before prctl
+    // No PR_SET_PDEATHSIG: it fires when the *thread* that forked exits, and
+    // restarts happen on short-lived request threads. Workers watch their
+    // parent themselves (--parent-pid).
+    if (::getppid() != parent) ::_exit(126);  // the parent is already gone
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
     ::execv(args[0], args.data());

@@ -1,6 +1,7 @@
 // A child process started by this one (the launcher's workers): fork + exec
-// with stdout and stderr going to a log file, made to die with its parent
-// (PR_SET_PDEATHSIG), and reaped by its owner. Move-only; destroying it stops
+// with stdout and stderr going to a log file, reaped by its owner. (Children
+// that must not outlive their parent watch it themselves: PR_SET_PDEATHSIG
+// would fire when the forking *thread* ends.) Move-only; destroying it stops
 // the child (SIGTERM, then SIGKILL after a grace period) and reaps it, so a
 // launcher that unwinds on an error leaves no worker behind.
 #pragma once

@@ -103,8 +103,7 @@ std::string http_exchange(int port, const std::string& raw) {
   a.sin_port = htons(uint16_t(port));
   ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return "connect failed";
-  (void)!::write(fd, raw.data(), raw.size());
-  ::shutdown(fd, SHUT_WR);
+  (void)!::write(fd, raw.data(), raw.size());  // no half-close: that would read as "gone"
   std::string out;
   char buf[4096];
   ssize_t n;

@@ -24,6 +24,16 @@ size_t safe_end(const std::string& s, size_t hold) {
   return end;
 }
 
+// The text of one token for log-probabilities; ids past the tokenizer's
+// vocabulary (models pad theirs) have none.
+std::string token_text(const text::Tokenizer& tok, uint32_t id) {
+  try {
+    return tok.decode(std::span(&id, 1));
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 void log_softmax_top(std::span<const float> logits, uint32_t chosen, int top, TokenEvent& ev,
                      const text::Tokenizer& tok) {
   float mx = -INFINITY;
@@ -40,22 +50,28 @@ void log_softmax_top(std::span<const float> logits, uint32_t chosen, int top, To
                     [&](uint32_t a, uint32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   for (size_t i = 0; i < k; ++i) {
     const uint32_t id = idx[i];
-    ev.top.push_back({id, tok.decode(std::span(&id, 1)), logits[id] - lse});
+    ev.top.push_back({id, token_text(tok, id), logits[id] - lse});
   }
 }
 
 }  // namespace
 
-GenerationResult Generator::generate(const std::vector<uint32_t>& prompt, const GenerationParams& p,
-                                     const std::function<bool(const TokenEvent&)>& on_event) {
+void Generator::check(const std::vector<uint32_t>& prompt, const GenerationParams& p) const {
   const ModelConfig& c = model_.config();
   if (prompt.empty()) fail_invalid("the prompt is empty");
+  if (p.max_tokens < 1) fail_invalid("max_tokens must be at least 1");
   for (uint32_t id : prompt)
     if (id >= c.vocab_size) fail_invalid("prompt token {} is outside the vocabulary ({} ids)", id, c.vocab_size);
   if (int64_t(prompt.size()) + p.max_tokens > context_)
     fail_invalid("the prompt ({} tokens) plus max_tokens ({}) exceeds the context length ({})",
                  prompt.size(), p.max_tokens, context_);
   engine::validate(p.sampling);
+}
+
+GenerationResult Generator::generate(const std::vector<uint32_t>& prompt, const GenerationParams& p,
+                                     const std::function<bool(const TokenEvent&)>& on_event) {
+  check(prompt, p);
+  const ModelConfig& c = model_.config();
   std::lock_guard lock(mu_);
   GenerationResult r;
   r.prompt_tokens = prompt.size();
@@ -85,7 +101,7 @@ GenerationResult Generator::generate(const std::vector<uint32_t>& prompt, const 
     TokenEvent ev;
     ev.token.id = next;
     if (p.top_logprobs >= 0) {
-      ev.token.text = tok_.decode(std::span(&next, 1));
+      ev.token.text = token_text(tok_, next);
       log_softmax_top(last, next, p.top_logprobs, ev, tok_);
     }
     text += stream.step(next);

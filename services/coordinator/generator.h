@@ -52,6 +52,8 @@ class Generator {
   // tandem::Error(kInvalidInput) for a prompt the context cannot hold.
   GenerationResult generate(const std::vector<uint32_t>& prompt, const GenerationParams& p,
                             const std::function<bool(const TokenEvent&)>& on_event = {});
+  // The checks generate() makes before it starts (throws kInvalidInput).
+  void check(const std::vector<uint32_t>& prompt, const GenerationParams& p) const;
   const text::Tokenizer& tokenizer() const { return tok_; }
   int64_t context_length() const { return context_; }
   uint64_t requests_served() const { return served_; }

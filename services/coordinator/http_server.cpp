@@ -50,6 +50,14 @@ bool HttpResponder::write_all(std::string_view bytes) {
   return !gone_;
 }
 
+bool HttpResponder::peer_closed() {
+  if (gone_) return true;
+  char c;
+  ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) gone_ = true;
+  return gone_;
+}
+
 bool HttpResponder::send(int status, std::string_view content_type, std::string_view body) {
   answered_ = true;
   std::string head = fmt::format(
@@ -115,6 +123,10 @@ bool read_request(int fd, const HttpServerOptions& o, HttpRequest& req, HttpResp
   std::string buf;
   size_t header_end = std::string::npos;
   char chunk[8192];
+  // One deadline for the whole request: a client trickling a byte per
+  // timeout must not hold a connection slot for long.
+  const auto deadline = std::chrono::steady_clock::now() + o.read_timeout;
+  auto late = [&] { return std::chrono::steady_clock::now() > deadline; };
   auto error = [&](int status, const std::string& msg) {
     out.send_json(status, fmt::format(R"({{"error":{{"message":"{}","type":"invalid_request_error","param":null,"code":null}}}})", msg));
     return false;
@@ -125,6 +137,7 @@ bool read_request(int fd, const HttpServerOptions& o, HttpRequest& req, HttpResp
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return error(408, "timed out reading the request");
     if (n <= 0) return false;  // closed before a request
     buf.append(chunk, size_t(n));
+    if (late()) return error(408, "timed out reading the request");
     header_end = buf.find("\r\n\r\n");
     if (header_end == std::string::npos && buf.size() > o.max_header_bytes)
       return error(431, "request headers too large");
@@ -168,6 +181,7 @@ bool read_request(int fd, const HttpServerOptions& o, HttpRequest& req, HttpResp
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return error(408, "timed out reading the request body");
     if (n <= 0) return false;
     req.body.append(chunk, size_t(n));
+    if (late() && req.body.size() < length) return error(408, "timed out reading the request body");
   }
   req.body.resize(length);
   return true;
@@ -194,8 +208,11 @@ void HttpServer::serve(const HttpHandler& handler, const std::atomic<bool>& stop
       }
       ++active;
     }
+    // A client that stops reading (or vanishes) must not block a send, and
+    // with it the generator, for longer than this.
     timeval tv{long(options_.read_timeout.count()), 0};
     ::setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(conn.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     int one = 1;
     ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     std::thread([&, fd = std::move(conn)]() mutable {
@@ -209,6 +226,17 @@ void HttpServer::serve(const HttpHandler& handler, const std::atomic<bool>& stop
           out.send_json(500, R"({"error":{"message":"internal error","type":"server_error","param":null,"code":null}})");
       }
       ::shutdown(fd.get(), SHUT_WR);
+      // Read what the client still sends (a body we refused) for a moment,
+      // so that closing does not reset the connection before it reads our
+      // answer.
+      timeval drain{0, 200000};
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &drain, sizeof drain);
+      char sink[16384];
+      for (size_t total = 0; total < (1u << 20);) {
+        ssize_t n = ::recv(fd.get(), sink, sizeof sink, 0);
+        if (n <= 0) break;
+        total += size_t(n);
+      }
       fd = FileDescriptor();
       std::lock_guard lock(mu);
       --active;

@@ -38,6 +38,8 @@ class HttpResponder {
   bool event(std::string_view data);  // "data: <data>\n\n"
   bool answered() const { return answered_; }
   bool client_gone() const { return gone_; }
+  // Non-blocking: true once the client has closed its side (it went away).
+  bool peer_closed();
 
  private:
   bool write_all(std::string_view bytes);

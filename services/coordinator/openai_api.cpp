@@ -72,7 +72,8 @@ std::string message_text(const json& content) {
   if (!content.is_array()) bad("message content must be a string or an array of text parts", "messages");
   std::string s;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string() ||
+        part["type"].get<std::string>() != "text" || !part.contains("text") || !part["text"].is_string())
       bad("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported", "messages");
     s += part["text"].get<std::string>();
   }
@@ -121,6 +122,9 @@ void OpenAiApi::handle(const HttpRequest& req, HttpResponder& out) {
     } else {
       throw ApiError{404, fmt::format("no route {} {}", req.method, req.path), ""};
     }
+  } catch (const nlohmann::json::exception& e) {
+    ++errors_;
+    if (!out.answered()) out.send_json(400, error_body(400, std::string("malformed request: ") + e.what(), ""));
   } catch (const ApiError& e) {
     ++errors_;
     if (!out.answered()) out.send_json(e.status, error_body(e.status, e.message, e.param));
@@ -176,7 +180,8 @@ void OpenAiApi::completions(const HttpRequest& req, HttpResponder& out, bool cha
       prompt = tok.encode(echo_text);
     } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
       for (const json& id : p) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0) bad("'prompt' token ids must be non-negative integers", "prompt");
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > int64_t(UINT32_MAX))
+          bad("'prompt' token ids must be non-negative 32-bit integers", "prompt");
         prompt.push_back(uint32_t(id.get<int64_t>()));
       }
       echo_text = tok.decode(prompt);
@@ -190,7 +195,9 @@ void OpenAiApi::completions(const HttpRequest& req, HttpResponder& out, bool cha
   GenerationParams gp;
   const int64_t room = gen_.context_length() - int64_t(prompt.size());
   if (room < 1) bad(fmt::format("the prompt ({} tokens) fills the context ({})", prompt.size(), gen_.context_length()));
-  int64_t max_tokens = integer(body, "max_tokens", 1, 1 << 30, chat ? room : 16);
+  // Without a limit a chat runs to end-of-sequence, but at most 2048 tokens
+  // (the KV cache is sized for the request).
+  int64_t max_tokens = integer(body, "max_tokens", 1, 1 << 30, chat ? std::min<int64_t>(room, 2048) : 16);
   if (chat) max_tokens = integer(body, "max_completion_tokens", 1, 1 << 30, max_tokens);
   gp.max_tokens = int(max_tokens);
   gp.sampling.temperature = float(number(body, "temperature", 0, 2, 1.0));
@@ -263,8 +270,14 @@ void OpenAiApi::completions(const HttpRequest& req, HttpResponder& out, bool cha
                 {"total_tokens", r.prompt_tokens + r.tokens.size()}};
   };
 
+  gen_.check(prompt, gp);  // a 400 now, not an error event after a 200
   if (!stream) {
-    GenerationResult r = gen_.generate(prompt, gp);
+    GenerationResult r = gen_.generate(prompt, gp, [&](const TokenEvent&) { return !out.peer_closed(); });
+    if (r.finish_reason == "cancelled") {
+      ++cancelled_;
+      spdlog::info("{}: the client went away after {} tokens; stopped", id, r.tokens.size());
+      return;
+    }
     prompt_tokens_ += r.prompt_tokens;
     completion_tokens_ += r.tokens.size();
     json choice = {{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};

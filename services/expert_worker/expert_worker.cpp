@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstddef>
+#include <cstring>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -48,6 +50,9 @@ void answer(const RingMessage& m, ExpertCompute& compute, RingWriter& out, int w
   r.worker = worker;
   r.pid = int32_t(::getpid());
   size_t bytes = 0;
+  // The id first, so that even a request that fails validation is answered
+  // under its own id.
+  if (m.bytes.size() >= sizeof(WorkHeader)) std::memcpy(&r.id, m.bytes.data() + offsetof(WorkHeader, id), sizeof r.id);
   try {
     WorkView w = decode_work(m.bytes);
     r.id = w.header.id;

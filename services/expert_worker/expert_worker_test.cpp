@@ -159,6 +159,25 @@ TEST_F(ExpertGraphTest, AKilledWorkerIsRestartedAndTheResultIsUnchanged) {
   EXPECT_NE(graph.worker_pids()[1], before[1]);
 }
 
+// A restart made on a thread that then ends (an HTTP request's thread) must
+// leave a worker that keeps serving afterwards.
+TEST_F(ExpertGraphTest, AWorkerRestartedFromAShortLivedThreadSurvivesIt) {
+  ExpertGraph graph(options(2));
+  auto cache = graph.model().new_cache(16);
+  const std::vector<uint32_t> prompt{1, 2, 3};
+  graph.model().forward(prompt, cache);
+  std::thread([&] {
+    ::kill(graph.worker_pids()[0], SIGKILL);
+    uint32_t t = 4;
+    graph.model().forward(std::span(&t, 1), cache);
+  }).join();
+  EXPECT_EQ(graph.restarts(), 1);
+  std::this_thread::sleep_for(milliseconds(100));
+  uint32_t t = 5;
+  graph.model().forward(std::span(&t, 1), cache);
+  EXPECT_EQ(graph.restarts(), 1) << "the restarted worker died with the thread that started it";
+}
+
 TEST_F(ExpertGraphTest, ALoaderFailureShowsItsLog) {
   {
     std::fstream f(model_, std::ios::in | std::ios::out | std::ios::binary);

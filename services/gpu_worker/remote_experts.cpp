@@ -124,15 +124,15 @@ void RemoteExperts::receive(size_t chunk, Link& l, bool first) {
       l.from.release();
       continue;
     }
-    if (r.header.id < want) {  // answered twice across a restart
-      l.from.release();
-      continue;
-    }
-    if (r.header.kind == expert::ResultKind::kError) {
+    if (r.header.kind == expert::ResultKind::kError && r.header.id >= first_id_) {
       std::string text(r.text);
       l.from.release();
       fail(ErrorKind::kInternal, "expert worker {} failed layer {} (request {}): {}", l.worker,
            work_.layer, r.header.id, text);
+    }
+    if (r.header.id < want) {  // answered twice across a restart, or an earlier batch's
+      l.from.release();
+      continue;
     }
     if (r.header.kind != expert::ResultKind::kResult || r.header.id != want ||
         r.header.n_tokens != n || r.header.hidden != work_.hidden)
