@@ -1,5 +1,5 @@
 // The vector variants of vec_ops.h, compiled once per level like
-// row_dot_x86.cpp (TANDEM_ROW_DOT_NS names the level).
+// the row_dot_x86*.cpp sources (TANDEM_ROW_DOT_NS names the level).
 #include <immintrin.h>
 
 #include <cmath>

@@ -1,0 +1,366 @@
+// The float row dots of one level (see row_dot_x86_tile.h): F32, BF16 and
+// FP8 E4M3 with 128x128 block scales, widened to f32 lanes, or through
+// vdpbf16ps at the avx512bf16 level.
+#include "kernels/cpu/row_dot_x86_tile.h"
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+namespace {
+
+// ---- F32, BF16 (widened), FP8 (widened) ------------------------------------------
+// Load(p, i) gives kLanes weights from element i; the activation rows are
+// f32 (F32) or bf16 (BF16, FP8), AL gives them.
+struct LoadF32 {
+  static constexpr int kBytes = 4;
+  static VF w(const uint8_t* p) { return load_f32(p); }
+  static VF a(const uint8_t* p) { return load_f32(p); }
+};
+struct LoadBf16 {
+  static constexpr int kBytes = 2;
+  static VF w(const uint8_t* p) { return load_bf16(p); }
+  static VF a(const uint8_t* p) { return load_bf16(p); }
+};
+
+template <class L, int R, int T>
+void widened_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
+                  VF (&acc)[R][T], const Ahead& ah) {
+  constexpr int B = L::kBytes;
+  int64_t c = c0;
+  for (; c + kLanes <= c1; c += kLanes) {
+    VF wv[R];
+    if ((B * c) % 64 < B * kLanes)  // once per 64 bytes
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) ah.at(w[i], B * c);
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) wv[i] = L::w(w[i] + B * c);
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) {
+      const VF av = L::a(a[j] + B * c);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) acc[i][j] = vfma(wv[i], av, acc[i][j]);
+    }
+  }
+  if (c < c1) {
+    const size_t n = size_t(c1 - c) * B;
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      Tail tw;
+      const VF wv = L::w(tw.from(w[i] + B * c, n));
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) {
+        Tail ta;
+        acc[i][j] = vfma(wv, L::a(ta.from(a[j] + B * c, n)), acc[i][j]);
+      }
+    }
+  }
+}
+
+template <class L>
+struct Widened {
+  template <int R, int T>
+  struct Tile {
+    static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w,
+                    const uint8_t* const* a, float (&out)[R][T], const Ahead& ah) {
+      VF acc[R][T];
+      #pragma GCC unroll 8
+      for (auto& row : acc)
+        #pragma GCC unroll 8
+        for (auto& v : row) v = vzero();
+      widened_span<L, R, T>(w, a, 0, p.cols, acc, ah);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i)
+        #pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) out[i][j] = vsum(acc[i][j]);
+    }
+  };
+};
+template <int R, int T> using F32Tile = Widened<LoadF32>::template Tile<R, T>;
+
+#if defined(__AVX512BF16__)
+// bf16 pairs with vdpbf16ps: 32 values per instruction.
+inline __m512i load_w_bf16x32(const uint8_t* p) { return _mm512_loadu_si512(p); }
+// 32 FP8 values as bf16. Sign-extended to 16 bits, shifted by 4 and masked
+// (0x87F0), an FP8 lands in bf16's sign, exponent and mantissa fields with
+// its exponent bias 120 short, which one add restores; the sign bit is clear
+// of the add's carries. The 7 subnormal magnitudes (m * 2^-9), whose exponent
+// field is 0, come from a table instead (vdpbf16ps would flush bf16
+// subnormals anyway), with the sign put back.
+inline __m512i load_fp8_as_bf16x32(const uint8_t* p) {
+  const __m512i s = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  __m512i v = _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(s, 4), _mm512_set1_epi16(int16_t(0x87F0))),
+                               _mm512_set1_epi16(120 << 7));
+  const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                       0, 0, 0, 0, 0x3C60, 0x3C40, 0x3C20, 0x3C00, 0x3BC0, 0x3B80,
+                                       0x3B00, 0);
+  const __mmask32 tiny = _mm512_testn_epi16_mask(s, _mm512_set1_epi16(0x78));
+  v = _mm512_mask_permutexvar_epi16(v, tiny, s, sub);  // index: the low 5 bits, 0mmm
+  // v | (s & 0x8000): the sign, for the table's lanes
+  return _mm512_ternarylogic_epi32(v, s, _mm512_set1_epi16(int16_t(0x8000)), 0xF8);
+}
+
+// Columns [c0, c1) of bf16 activations against weights given as bf16 by
+// LoadW (32 at a time), with vdpbf16ps.
+template <int WB, __m512i (*LoadW)(const uint8_t*), int R, int T>
+void dpbf16_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
+                 __m512 (&acc)[R][T], const Ahead& ah) {
+  int64_t c = c0;
+  for (; c + 32 <= c1; c += 32) {
+    __m512i wv[R];
+    if (WB == 2 || (c & 63) == 0)
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) ah.at(w[i], WB * c);
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) wv[i] = LoadW(w[i] + WB * c);
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) {
+      const __m512bh av = (__m512bh)_mm512_loadu_si512(a[j] + 2 * c);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], av);
+    }
+  }
+  if (c < c1) {
+    const size_t n = size_t(c1 - c);
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      Tail tw;
+      const __m512i wv = LoadW(tw.from(w[i] + WB * c, n * WB));
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) {
+        Tail ta;
+        const __m512bh av = (__m512bh)_mm512_loadu_si512(ta.from(a[j] + 2 * c, n * 2));
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv, av);
+      }
+    }
+  }
+}
+
+template <int R, int T>
+struct Bf16Tile {
+  static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    __m512 acc[R][T];
+    #pragma GCC unroll 8
+    for (auto& row : acc)
+      #pragma GCC unroll 8
+      for (auto& v : row) v = _mm512_setzero_ps();
+    dpbf16_span<2, load_w_bf16x32, R, T>(w, a, 0, p.cols, acc, ah);
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+  }
+};
+
+#if defined(__AVX512VBMI__)
+// FP8 -> bf16 through two 128-entry byte tables (vpermi2b): the high and the
+// low byte of every magnitude's bf16, subnormals included; the sign is put
+// back into the high byte. Interleaving low and high bytes (vpunpck*bw)
+// yields the bf16 values of columns [0-7, 16-23, 32-39, 48-55] and
+// [8-15, ...] of each 64, so the activations are permuted (vpermt2w) the
+// same way, once per token for all R rows. 8 instructions per 64 weights
+// where the arithmetic conversion took 18.
+struct Fp8Tables {
+  alignas(64) uint8_t hi[128], lo[128];
+  constexpr Fp8Tables() : hi(), lo() {
+    for (int v = 0; v < 128; ++v) {
+      const int e = v >> 3, m = v & 7;
+      int bits = 0;
+      if (v == 127) {
+        bits = 0x7FC0;  // NaN
+      } else if (e > 0) {
+        bits = ((e + 120) << 7) | (m << 4);
+      } else if (m > 0) {  // m * 2^-9, normal in bf16
+        const int k = m >= 4 ? 2 : m >= 2 ? 1 : 0;
+        bits = ((118 + k) << 7) | ((m - (1 << k)) << (7 - k));
+      }
+      hi[v] = uint8_t(bits >> 8);
+      lo[v] = uint8_t(bits & 0xFF);
+    }
+  }
+};
+alignas(64) constexpr Fp8Tables kFp8Tables{};
+alignas(64) constexpr int16_t kFp8OrderA[32] = {0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18,
+                                                19, 20, 21, 22, 23, 32, 33, 34, 35, 36, 37,
+                                                38, 39, 48, 49, 50, 51, 52, 53, 54, 55};
+alignas(64) constexpr int16_t kFp8OrderB[32] = {8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26,
+                                                27, 28, 29, 30, 31, 40, 41, 42, 43, 44, 45,
+                                                46, 47, 56, 57, 58, 59, 60, 61, 62, 63};
+
+template <int R, int T>
+void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
+              __m512 (&acc)[R][T], const Ahead& ah) {
+  const __m512i hi0 = _mm512_load_si512(kFp8Tables.hi), hi1 = _mm512_load_si512(kFp8Tables.hi + 64);
+  const __m512i lo0 = _mm512_load_si512(kFp8Tables.lo), lo1 = _mm512_load_si512(kFp8Tables.lo + 64);
+  const __m512i order_a = _mm512_load_si512(kFp8OrderA), order_b = _mm512_load_si512(kFp8OrderB);
+  const __m512i sign = _mm512_set1_epi8(char(0x80));
+  auto step = [&](const uint8_t* const* wp, const uint8_t* const* ap) {
+    __m512i xa[T], xb[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512i x0 = _mm512_loadu_si512(ap[t]), x1 = _mm512_loadu_si512(ap[t] + 64);
+      xa[t] = _mm512_permutex2var_epi16(x0, order_a, x1);
+      xb[t] = _mm512_permutex2var_epi16(x0, order_b, x1);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512i q = _mm512_loadu_si512(wp[i]);
+      __m512i h = _mm512_permutex2var_epi8(hi0, q, hi1);
+      const __m512i l = _mm512_permutex2var_epi8(lo0, q, lo1);
+      h = _mm512_ternarylogic_epi32(h, q, sign, 0xF8);  // h | (q & 0x80)
+      const __m512bh wa = (__m512bh)_mm512_unpacklo_epi8(l, h), wb = (__m512bh)_mm512_unpackhi_epi8(l, h);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wa, (__m512bh)xa[t]);
+        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wb, (__m512bh)xb[t]);
+      }
+    }
+  };
+  int64_t c = c0;
+  for (; c + 64 <= c1; c += 64) {
+    const uint8_t* wp[R];
+    const uint8_t* ap[T];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      wp[i] = w[i] + c;
+      ah.at(w[i], size_t(c));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) ap[t] = a[t] + 2 * c;
+    step(wp, ap);
+  }
+  if (c < c1) {  // a ragged end: zero-padded copies
+    const size_t n = size_t(c1 - c);
+    Tail tw[R], ta[T];
+    const uint8_t* wp[R];
+    const uint8_t* ap[T];
+    for (int i = 0; i < R; ++i) wp[i] = tw[i].from(w[i] + c, n);
+    for (int t = 0; t < T; ++t) ap[t] = ta[t].from(a[t] + 2 * c, 2 * n);
+    step(wp, ap);
+  }
+}
+#else
+template <int R, int T>
+void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
+              __m512 (&acc)[R][T], const Ahead& ah) {
+  dpbf16_span<1, load_fp8_as_bf16x32, R, T>(w, a, c0, c1, acc, ah);
+}
+#endif
+
+template <int R, int T>
+struct Fp8Tile {
+  static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w,
+                  const uint8_t* const* a, float (&out)[R][T], const Ahead& ah) {
+    __m512 sum[R][T];
+    #pragma GCC unroll 8
+    for (auto& row : sum)
+      #pragma GCC unroll 8
+      for (auto& v : row) v = _mm512_setzero_ps();
+    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
+      __m512 blk[R][T];
+      #pragma GCC unroll 8
+      for (auto& row : blk)
+        #pragma GCC unroll 8
+        for (auto& v : row) v = _mm512_setzero_ps();
+      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
+      fp8_span<R, T>(w, a, c0, c1, blk, ah);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const __m512 s = _mm512_set1_ps(
+            p.scales[size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride + size_t(c0 / kFp8ScaleBlock)]);
+        #pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) sum[i][j] = _mm512_fmadd_ps(blk[i][j], s, sum[i][j]);
+      }
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) out[i][j] = _mm512_reduce_add_ps(sum[i][j]);
+  }
+};
+#else
+template <int R, int T> using Bf16Tile = Widened<LoadBf16>::template Tile<R, T>;
+
+struct LoadFp8 {
+  static constexpr int kBytes = 1;
+  static VF w(const uint8_t* p) { return load_fp8_scaled(p); }
+  static VF a(const uint8_t* p) { return load_bf16(p); }
+};
+// The activation pointer advances by 2 bytes per value, the weights by 1.
+template <int R, int T>
+void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
+              VF (&acc)[R][T], const Ahead& ah) {
+  int64_t c = c0;
+  for (; c + kLanes <= c1; c += kLanes) {
+    VF wv[R];
+    if ((c & 63) == 0)
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) ah.at(w[i], size_t(c));
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) wv[i] = load_fp8_scaled(w[i] + c);
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) {
+      const VF av = load_bf16(a[j] + 2 * c);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) acc[i][j] = vfma(wv[i], av, acc[i][j]);
+    }
+  }
+  if (c < c1) {
+    const size_t n = size_t(c1 - c);
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      Tail tw;
+      const VF wv = load_fp8_scaled(tw.from(w[i] + c, n));
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) {
+        Tail ta;
+        acc[i][j] = vfma(wv, load_bf16(ta.from(a[j] + 2 * c, 2 * n)), acc[i][j]);
+      }
+    }
+  }
+}
+
+template <int R, int T>
+struct Fp8Tile {
+  static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w,
+                  const uint8_t* const* a, float (&out)[R][T], const Ahead& ah) {
+    VF sum[R][T];
+    #pragma GCC unroll 8
+    for (auto& row : sum)
+      #pragma GCC unroll 8
+      for (auto& v : row) v = vzero();
+    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
+      VF blk[R][T];
+      #pragma GCC unroll 8
+      for (auto& row : blk)
+        #pragma GCC unroll 8
+        for (auto& v : row) v = vzero();
+      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
+      fp8_span<R, T>(w, a, c0, c1, blk, ah);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        // 256 undoes the 2^-8 of load_fp8_scaled (exact).
+        const VF s = vset1(256.0f * p.scales[size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride +
+                                              size_t(c0 / kFp8ScaleBlock)]);
+        #pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) sum[i][j] = vfma(blk[i][j], s, sum[i][j]);
+      }
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) out[i][j] = vsum(sum[i][j]);
+  }
+};
+#endif
+
+}  // namespace
+
+RowDotFn find_float(DType wtype) {
+  switch (wtype) {
+    case DType::kF32: return drive<F32Tile>;
+    case DType::kBF16: return drive<Bf16Tile>;
+    case DType::kF8E4M3: return drive<Fp8Tile>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

@@ -1,0 +1,351 @@
+// The quantised row dots of one level (see row_dot_x86_tile.h): Q8_0 x Q8_0
+// and the k-quants Q4_K, Q5_K, Q6_K x Q8_K.
+//
+// Integer types use 256-bit blocks at every level: one Q8_0 block or one
+// 32-value sub-block of a k-quant is one register, and u8 x s8 products go
+// through vpdpbusd (VNNI) or vpmaddubsw + vpmaddwd (exact either way: no
+// pair of products here reaches int16's limit).
+#include "kernels/cpu/row_dot_x86_tile.h"
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+namespace {
+
+// ---- Q8_0 x Q8_0 -------------------------------------------------------------------
+// Per 32-value block: |w| (u8) against x with w's sign, one int32 vector,
+// scaled by d_w * d_x into an f32 vector.
+template <int R, int T>
+struct Q8_0Tile {
+  static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    __m256 acc[R][T];
+    #pragma GCC unroll 8
+    for (auto& row : acc)
+      #pragma GCC unroll 8
+      for (auto& v : row) v = _mm256_setzero_ps();
+    const int64_t nb = p.cols / kQK8_0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t off = size_t(b) * sizeof(BlockQ8_0);
+      __m256i wq[R], wabs[R];
+      float dw[R];
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        ah.at(w[i], off);
+        wq[i] = load256(w[i] + off + 2);
+        wabs[i] = _mm256_sign_epi8(wq[i], wq[i]);
+        dw[i] = half(w[i] + off);
+      }
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) {
+        const __m256i xq = load256(a[j] + off + 2);
+        const float dx = half(a[j] + off);
+        #pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) {
+          const __m256i s = dot_u8s8(wabs[i], _mm256_sign_epi8(xq, wq[i]));
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[i] * dx), acc[i][j]);
+        }
+      }
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) out[i][j] = hsum256(acc[i][j]);
+  }
+};
+
+// ---- k-quants x Q8_K -----------------------------------------------------------------
+// A super-block of 256 values in 8 sub-blocks of 32 (Q4_K, Q5_K) or 16 of 16
+// (Q6_K) with small integer scales: the integer dots of a super-block are
+// scaled by their sub-block scales in int32 and summed, then converted to
+// f32 once with d_w * d_x; the mins (Q4_K, Q5_K) and Q6_K's -32 offset go
+// through Q8_K's precomputed 16-value sums (bsums).
+struct Q8KRef {
+  float d;
+  const uint8_t* block;
+  explicit Q8KRef(const uint8_t* b) : d(load_unaligned<float>(b)), block(b) {}
+  const uint8_t* qs(int k) const { return block + offsetof(BlockQ8_K, qs) + 32 * k; }
+  int32_t bsum(int j) const {
+    return load_unaligned<int16_t>(block + offsetof(BlockQ8_K, bsums) + 2 * j);
+  }
+};
+
+struct K4Scales {
+  int32_t sc[8], m[8];
+  explicit K4Scales(const uint8_t* scales) {
+    #pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      uint8_t s, mm;
+      k4_scale_min(j, scales, &s, &mm);
+      sc[j] = s;
+      m[j] = mm;
+    }
+  }
+};
+
+// Q4_K and Q5_K share everything but where the 5th bit comes from.
+template <bool kFive, int R, int T>
+void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
+              float (&out)[R][T], const Ahead& ah) {
+  constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
+  __m256 acc[R][T];
+  float mins[R][T] = {};
+  #pragma GCC unroll 8
+  for (auto& row : acc)
+    #pragma GCC unroll 8
+    for (auto& v : row) v = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const int64_t nb = p.cols / kQK_K;
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t woff = size_t(b) * kBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* wb = w[i] + woff;
+      ah.step(w[i], woff, kBlock);
+      const K4Scales ks(wb + 4);
+      const float d = half(wb), dmin = half(wb + 2);
+      __m256i q[8];
+      #pragma GCC unroll 8
+      for (int c = 0; c < 4; ++c) {
+        const __m256i raw = load256(wb + kQs + 32 * c);
+        q[2 * c] = _mm256_and_si256(raw, low4);
+        q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      }
+      if constexpr (kFive) {
+        const __m256i hb = load256(wb + offsetof(BlockQ5_K, qh));
+        const __m256i one = _mm256_set1_epi8(1);
+        #pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          // bit j of every qh byte is the 5th bit of sub-block j
+          const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hb, j), one);
+          q[j] = _mm256_or_si256(q[j], _mm256_slli_epi16(bit, 4));
+        }
+      }
+      #pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const Q8KRef x(a[t] + aoff);
+        __m256i isum = _mm256_setzero_si256();
+        int32_t msum = 0;
+        #pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m256i s = dot_u8s8(q[j], load256(x.qs(j)));
+          isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, _mm256_set1_epi32(ks.sc[j])));
+          msum += ks.m[j] * (x.bsum(2 * j) + x.bsum(2 * j + 1));
+        }
+        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
+        mins[i][t] += dmin * x.d * float(msum);
+      }
+    }
+  }
+  #pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) out[i][t] = hsum256(acc[i][t]) - mins[i][t];
+}
+
+#if defined(__AVX512F__)
+// The 512-bit Q4_K/Q5_K tile. One 64-byte load of qs holds the low nibbles
+// of sub-blocks (0, 2) and the high ones of (1, 3) (then 4..7 likewise), so
+// the activations are gathered per token once into the same pairs, X[k],
+// shared by the R rows. Per register: vpmaddubsw (u4 x s8 pairs, exact in
+// int16) then vpdpwssd (or vpmaddwd + add) with the sub-block scales as
+// int16, into one int32 sum per super-block; the mins go through the pair
+// sums of Q8_K's bsums with vpmaddwd.
+alignas(64) constexpr int16_t kK4ScaleIndex[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6},
+    {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
+constexpr int kK4Pair[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+
+// ggml's unpacking of the 12 scale bytes: sc[0..7] into bytes 0..7, m[0..7]
+// into bytes 8..15.
+inline void k4_unpack(const uint8_t* scales, uint32_t u[4]) {
+  std::memcpy(u, scales, 12);
+  constexpr uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+  u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+  const uint32_t m03 = u[1] & k1;
+  u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+  u[2] = m03;
+  u[0] &= k1;
+}
+
+inline __m512i pair256(const uint8_t* lo, const uint8_t* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
+}
+
+template <bool kFive, int R, int T>
+void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
+                 float (&out)[R][T], const Ahead& ah) {
+  constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
+  __m512 acc[R][T];
+  #pragma GCC unroll 8
+  for (auto& row : acc)
+    #pragma GCC unroll 8
+    for (auto& v : row) v = _mm512_setzero_ps();
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const int64_t nb = p.cols / kQK_K;
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t woff = size_t(b) * kBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
+    __m512i X[T][4];
+    __m128i pairs[T];
+    float dx[T];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* xb = a[t] + aoff;
+      const uint8_t* qs = xb + offsetof(BlockQ8_K, qs);
+      #pragma GCC unroll 8
+      for (int k = 0; k < 4; ++k) X[t][k] = pair256(qs + 32 * kK4Pair[k][0], qs + 32 * kK4Pair[k][1]);
+      const __m256i bs = load256(xb + offsetof(BlockQ8_K, bsums));
+      pairs[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      dx[t] = load_unaligned<float>(xb);
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* wb = w[i] + woff;
+      ah.step(w[i], woff, kBlock);
+      uint32_t sm[4];
+      k4_unpack(wb + 4, sm);
+      const float d = half(wb), dmin = half(wb + 2);
+      const __m512i sc16 = _mm512_castsi128_si512(
+          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
+      const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 2)));
+      __m512i S[4], Q[4];
+      #pragma GCC unroll 8
+      for (int k = 0; k < 4; ++k)
+        S[k] = _mm512_permutexvar_epi16(_mm512_load_si512(kK4ScaleIndex[k]), sc16);
+      const __m512i raw0 = _mm512_loadu_si512(wb + kQs), raw1 = _mm512_loadu_si512(wb + kQs + 64);
+      Q[0] = _mm512_and_si512(raw0, low4);
+      Q[1] = _mm512_and_si512(_mm512_srli_epi16(raw0, 4), low4);
+      Q[2] = _mm512_and_si512(raw1, low4);
+      Q[3] = _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low4);
+      if constexpr (kFive) {
+        const __m512i hb = _mm512_broadcast_i64x4(load256(wb + offsetof(BlockQ5_K, qh)));
+        #pragma GCC unroll 8
+        for (int k = 0; k < 4; ++k) {
+          const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << kK4Pair[k][0])),
+                                                  _mm256_set1_epi8(char(1 << kK4Pair[k][1])), 1);
+          Q[k] = _mm512_mask_add_epi8(Q[k], _mm512_test_epi8_mask(hb, bits), Q[k], _mm512_set1_epi8(16));
+        }
+      }
+      #pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        // two chains of two, so the dots' latency does not serialise a row
+        __m512i isum0 = _mm512_setzero_si512(), isum1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int k = 0; k < 4; k += 2) {
+          const __m512i p0 = _mm512_maddubs_epi16(Q[k], X[t][k]);
+          const __m512i p1 = _mm512_maddubs_epi16(Q[k + 1], X[t][k + 1]);
+#if defined(__AVX512VNNI__)
+          isum0 = _mm512_dpwssd_epi32(isum0, p0, S[k]);
+          isum1 = _mm512_dpwssd_epi32(isum1, p1, S[k + 1]);
+#else
+          isum0 = _mm512_add_epi32(isum0, _mm512_madd_epi16(p0, S[k]));
+          isum1 = _mm512_add_epi32(isum1, _mm512_madd_epi16(p1, S[k + 1]));
+#endif
+        }
+        const __m512i isum = _mm512_add_epi32(isum0, isum1);
+        const __m128i msum = _mm_madd_epi16(mins, pairs[t]);
+        acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * dx[t]), acc[i][t]);
+        acc[i][t] = _mm512_fmadd_ps(_mm512_zextps128_ps512(_mm_cvtepi32_ps(msum)),
+                                    _mm512_set1_ps(-dmin * dx[t]), acc[i][t]);
+      }
+    }
+  }
+  #pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) out[i][t] = _mm512_reduce_add_ps(acc[i][t]);
+}
+#define TANDEM_K45_TILE k45_tile512
+#else
+#define TANDEM_K45_TILE k45_tile
+#endif
+
+template <int R, int T>
+struct Q4KTile {
+  static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    TANDEM_K45_TILE<false, R, T>(p, w, a, out, ah);
+  }
+};
+template <int R, int T>
+struct Q5KTile {
+  static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    TANDEM_K45_TILE<true, R, T>(p, w, a, out, ah);
+  }
+};
+
+// Q6_K: value = d * sc[j] * (q - 32), q = 4 low bits from ql and 2 high bits
+// from qh; the 32 values of one register span two 16-value sub-blocks.
+template <int R, int T>
+struct Q6KTile {
+  static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    __m256 acc[R][T];
+    #pragma GCC unroll 8
+    for (auto& row : acc)
+      #pragma GCC unroll 8
+      for (auto& v : row) v = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    const int64_t nb = p.cols / kQK_K;
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t woff = size_t(b) * sizeof(BlockQ6_K), aoff = size_t(b) * sizeof(BlockQ8_K);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const uint8_t* wb = w[i] + woff;
+        ah.step(w[i], woff, sizeof(BlockQ6_K));
+        const auto* sc = reinterpret_cast<const int8_t*>(wb + offsetof(BlockQ6_K, scales));
+        const float d = half(wb + offsetof(BlockQ6_K, d));
+        __m256i q[8];  // q[k] holds values 32k .. 32k+31
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* ql = wb + 64 * h;
+          const __m256i qh = load256(wb + offsetof(BlockQ6_K, qh) + 32 * h);
+          const __m256i l0 = load256(ql), l1 = load256(ql + 32);
+          auto hi = [&](int shift) {
+            return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), two), 4);
+          };
+          q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, low4), hi(0));
+          q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), hi(2));
+          q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), hi(4));
+          q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), hi(6));
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const Q8KRef x(a[t] + aoff);
+          __m256i isum = _mm256_setzero_si256();
+          int32_t offset = 0;
+          #pragma GCC unroll 8
+          for (int k = 0; k < 8; ++k) {
+            const __m256i s = dot_u8s8(q[k], load256(x.qs(k)));
+            // lanes 0-3: sub-block 2k, lanes 4-7: sub-block 2k+1
+            const __m256i scv = _mm256_setr_m128i(_mm_set1_epi32(sc[2 * k]), _mm_set1_epi32(sc[2 * k + 1]));
+            isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, scv));
+            offset += sc[2 * k] * x.bsum(2 * k) + sc[2 * k + 1] * x.bsum(2 * k + 1);
+          }
+          isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
+          acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
+        }
+      }
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) out[i][j] = hsum256(acc[i][j]);
+  }
+};
+
+}  // namespace
+
+RowDotFn find_quant(DType wtype) {
+  switch (wtype) {
+    case DType::kQ8_0: return drive<Q8_0Tile>;
+    case DType::kQ4_K: return drive<Q4KTile>;
+    case DType::kQ5_K: return drive<Q5KTile>;
+    case DType::kQ6_K: return drive<Q6KTile>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

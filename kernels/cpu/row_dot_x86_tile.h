@@ -1,0 +1,226 @@
+// Internal to the per-level row-dot sources (row_dot_x86*.cpp, compiled once
+// per level with that level's flags, TANDEM_ROW_DOT_NS naming its namespace):
+// the vector helpers that differ between levels and the tile driver that every
+// kernel shares. Include nowhere else.
+//
+// Shape of every kernel: a tile of R weight rows (4, or 1 for the last rows)
+// by T tokens (1..4) keeps R*T accumulators in registers and walks the
+// columns once, so each weight byte is loaded once per 4 tokens and the rows'
+// streams run side by side for the hardware prefetchers.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/row_dot.h"
+
+#ifndef TANDEM_ROW_DOT_NS
+#error "compile with -DTANDEM_ROW_DOT_NS=<level>"
+#endif
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+
+// The kernels of each source file, by weight type (nullptr: not there).
+RowDotFn find_float(DType wtype);
+RowDotFn find_quant(DType wtype);
+
+namespace {
+
+// ---- float vectors: 16 lanes with AVX-512, 8 with AVX2 ----------------------------
+#if defined(__AVX512F__)
+using VF = __m512;
+constexpr int kLanes = 16;
+inline VF vzero() { return _mm512_setzero_ps(); }
+inline VF vset1(float v) { return _mm512_set1_ps(v); }
+inline VF vfma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
+inline float vsum(VF v) { return _mm512_reduce_add_ps(v); }
+inline VF load_f32(const uint8_t* p) { return _mm512_loadu_ps(p); }
+inline VF load_bf16(const uint8_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+// 16 FP8 values as f32 * 2^-8: the FP8 bits placed into an fp16 (whose
+// exponent bias is 8 more) convert exactly, subnormals included.
+inline VF load_fp8_scaled(const uint8_t* p) {
+  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7F)), 7),
+                                    _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
+  return _mm512_cvtph_ps(h);
+}
+#else
+using VF = __m256;
+constexpr int kLanes = 8;
+inline VF vzero() { return _mm256_setzero_ps(); }
+inline VF vset1(float v) { return _mm256_set1_ps(v); }
+inline VF vfma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
+inline float vsum(VF v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline VF load_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+inline VF load_bf16(const uint8_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline VF load_fp8_scaled(const uint8_t* p) {
+  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7F)), 7),
+                                 _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+  return _mm256_cvtph_ps(h);
+}
+#endif
+
+// A tail of n < step values, copied into a zeroed buffer so the full-width
+// loads above read zeros past the end of the row (never past the mapping).
+struct Tail {
+  alignas(64) uint8_t bytes[256] = {};
+  const uint8_t* from(const uint8_t* p, size_t n_bytes) {
+    std::memcpy(bytes, p, n_bytes);
+    return bytes;
+  }
+};
+
+// ---- 256-bit integer dot: sum of 4 u8*s8 products per int32 lane ---------------
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+inline __m256i load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline int32_t hsum256i(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+inline float half(const uint8_t* p) { return _cvtsh_ss(load_unaligned<uint16_t>(p)); }
+
+// Software prefetch kPrefetch bytes ahead in every weight row. Each row is a
+// stream of its own; with 4 rows per thread the hardware prefetchers alone
+// leave DRAM idle part of the time (one core, BF16 GEMV: 22.7 GB/s without,
+// 31.9 GB/s with 2 KiB ahead). Near a row's end the target moves on to the
+// same row of the next tile (`next` bytes further), so short rows (a down
+// projection's 2 KiB) do not start cold. Prefetches never fault.
+constexpr size_t kPrefetch = 2048;
+struct Ahead {
+  size_t row_bytes = 0;  // bytes of one weight row
+  intptr_t next = 0;     // from a row to the same row of the next tile
+  void at(const uint8_t* row, size_t pos) const {
+    const size_t t = pos + kPrefetch;
+    const uintptr_t q = t < row_bytes ? uintptr_t(row) + t : uintptr_t(row) + uintptr_t(next) + (t - row_bytes);
+    _mm_prefetch(reinterpret_cast<const char*>(q), _MM_HINT_T0);
+  }
+  // One prefetch per 64 bytes of a step of `step` bytes at `pos`.
+  void step(const uint8_t* row, size_t pos, size_t step_bytes) const {
+    for (size_t o = 0; o < step_bytes; o += 64) at(row, pos + o);
+  }
+};
+
+// ---- the tile driver -------------------------------------------------------------
+// Tile<R, T>::run(p, rows[R], w[R], a[T], out[R][T], ahead) computes the
+// R x T dots of weight rows rows[0..R) (row pointers w) and tokens a.
+//
+// The R rows of a tile are not neighbours: a call's row range is cut into R
+// quarters and tile j takes row j of each, so every thread reads R streams
+// far apart, each sequential (one quarter, row after row). DRAM serves such
+// streams faster than R neighbouring rows (its banks work in parallel): a
+// read of 4 separate streams measured 84 GB/s where one stream gave 62.
+template <template <int, int> class Tile, int R, int T>
+void tile(const RowDotParams& p, const int64_t (&rows)[R], int64_t t, const Ahead& ah) {
+  const uint8_t* w[R];
+  const uint8_t* a[T];
+  float out[R][T];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) w[i] = p.w + size_t(rows[i]) * p.w_row_stride;
+#pragma GCC unroll 8
+  for (int j = 0; j < T; ++j) a[j] = activation_row(p, t + j);
+  Tile<R, T>::run(p, rows, w, a, out, ah);
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) p.y[size_t(t + j) * p.y_row_stride + size_t(rows[i])] = out[i][j];
+}
+
+// With several token groups per tile only the first one streams its rows
+// from DRAM, and the in-row prefetch distance is too short in time for a
+// compute-dense tile (a prefill's). So the later groups each ask for a share
+// of the next tile's rows (to L2; the in-row prefetch then brings them to
+// L1), and the next tile starts warm.
+template <int R>
+void prefetch_next_rows(const RowDotParams& p, const int64_t (&rows)[R], const Ahead& ah,
+                        int64_t share, int64_t shares) {
+  const size_t span = (ah.row_bytes + 63) / 64, b0 = span * size_t(share) / size_t(shares),
+               b1 = span * size_t(share + 1) / size_t(shares);
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    const uint8_t* next = p.w + size_t(rows[i]) * p.w_row_stride + size_t(ah.next);
+    for (size_t b = b0; b < b1; ++b) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * b), _MM_HINT_T1);
+  }
+}
+
+template <template <int, int> class Tile, int R>
+void tokens(const RowDotParams& p, const int64_t (&rows)[R], const Ahead& ah) {
+  int64_t t = 0;
+  const int64_t groups = p.n_tokens / 4;
+  for (; t + 4 <= p.n_tokens; t += 4) {
+    if (t > 0) prefetch_next_rows<R>(p, rows, ah, t / 4 - 1, groups - 1);
+    tile<Tile, R, 4>(p, rows, t, ah);
+  }
+  switch (p.n_tokens - t) {
+    case 3: tile<Tile, R, 3>(p, rows, t, ah); break;
+    case 2: tile<Tile, R, 2>(p, rows, t, ah); break;
+    case 1: tile<Tile, R, 1>(p, rows, t, ah); break;
+    default: break;
+  }
+}
+
+// The first rows start cold: ask for their first kPrefetch bytes before
+// computing (later rows were prefetched while their predecessors ran).
+inline void prefetch_row_start(const RowDotParams& p, int64_t r) {
+  const uint8_t* row = p.w + size_t(r) * p.w_row_stride;
+  for (size_t o = 0; o < kPrefetch; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(row + o), _MM_HINT_T0);
+}
+
+template <template <int, int> class Tile>
+void drive(const RowDotParams& p) {
+  const int64_t n = p.row_end - p.row_begin, q = n / 4;
+  const size_t row_bytes = size_t(*bytes_for(p.wtype, uint64_t(p.cols)));
+  // Each stream's next row is the next one; the last rows run on into the
+  // caller's next rows (then_rows), when given.
+  const Ahead ah{row_bytes, intptr_t(p.w_row_stride)};
+  for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
+  for (int64_t j = 0; j < q; ++j) {
+    const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,
+                             p.row_begin + 3 * q + j};
+    if (j + 1 == q && p.then_rows && 4 * q == n) {
+      Ahead last = ah;
+      last.next = intptr_t(uintptr_t(p.then_rows) - uintptr_t(p.w + size_t(rows[3]) * p.w_row_stride));
+      tokens<Tile, 4>(p, rows, last);
+    } else {
+      tokens<Tile, 4>(p, rows, ah);
+    }
+  }
+  for (int64_t r = p.row_begin + 4 * q; r < p.row_end; ++r) {
+    const int64_t rows[1] = {r};
+    tokens<Tile, 1>(p, rows, ah);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
