@@ -29,20 +29,10 @@ inline V load(const float* p) { return _mm512_loadu_ps(p); }
 inline void store(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
-inline V vexp(V x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, set1(-87.3f)), set1(88.7f));
-  const V n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
-  V r = fnma(n, set1(0.693359375f), x);
-  r = fnma(n, set1(-2.12194440e-4f), r);
-  V p = set1(1.0f / 720);
-  p = fma(p, r, set1(1.0f / 120));
-  p = fma(p, r, set1(1.0f / 24));
-  p = fma(p, r, set1(1.0f / 6));
-  p = fma(p, r, set1(0.5f));
-  p = fma(p, r, set1(1.0f));
-  p = fma(p, r, set1(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
+inline V clamp(V x, float lo, float hi) { return _mm512_min_ps(_mm512_max_ps(x, set1(lo)), set1(hi)); }
+inline V round_nearest(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT); }
+inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V times_pow2(V p, V n) { return _mm512_scalef_ps(p, n); }
 #else
 using V = __m256;
 constexpr int kW = 8;
@@ -51,10 +41,23 @@ inline V load(const float* p) { return _mm256_loadu_ps(p); }
 inline void store(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 inline V fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+inline V clamp(V x, float lo, float hi) { return _mm256_min_ps(_mm256_max_ps(x, set1(lo)), set1(hi)); }
+inline V round_nearest(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+// p * 2^n in two steps (n up to 128 does not fit one exponent field).
+inline V times_pow2(V p, V n) {
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i h = _mm256_srai_epi32(ni, 1);
+  const V s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+  const V s2 = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
+  return mul(mul(p, s1), s2);
+}
+#endif
+
 inline V vexp(V x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.3f)), set1(88.7f));
-  const V n = _mm256_round_ps(_mm256_mul_ps(x, set1(1.44269504088896341f)),
-                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = clamp(x, -87.3f, 88.7f);
+  const V n = round_nearest(mul(x, set1(1.44269504088896341f)));
   V r = fnma(n, set1(0.693359375f), x);
   r = fnma(n, set1(-2.12194440e-4f), r);
   V p = set1(1.0f / 720);
@@ -64,15 +67,8 @@ inline V vexp(V x) {
   p = fma(p, r, set1(0.5f));
   p = fma(p, r, set1(1.0f));
   p = fma(p, r, set1(1.0f));
-  // 2^n in two steps (n up to 128 does not fit one exponent field)
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i h = _mm256_srai_epi32(ni, 1);
-  const V s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
-  const V s2 = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  return times_pow2(p, n);
 }
-#endif
 
 void swiglu(float* g, const float* u, int64_t n) {
   int64_t i = 0;
