@@ -27,6 +27,11 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models"
 # The client lives beside its node_modules so that `import "openai"` resolves.
 cp "$(dirname "$0")/npm/openai_client.mjs" "$modules/../openai_client.mjs"
 node "$modules/../openai_client.mjs" "http://127.0.0.1:$port/v1" secret-key || { tail -20 "$work/serve.log"; exit 1; }
+# The 8 concurrent streams shared forward passes (continuous batching).
+batch=$(curl -s -H 'Authorization: Bearer secret-key' "http://127.0.0.1:$port/metrics" |
+  awk '$1 == "tandem_step_sequences_max" { print $2 }')
+[[ -n "$batch" && "$batch" -ge 2 ]] || { echo "no batched steps (tandem_step_sequences_max='$batch')"; exit 1; }
+echo "largest batch: $batch sequences"
 kill -TERM "$pid"
 for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$pid" 2>/dev/null; then echo "serve did not stop on SIGTERM"; exit 1; fi

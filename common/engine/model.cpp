@@ -80,40 +80,82 @@ void Model::init_layers() {
 Model::~Model() = default;
 
 std::vector<float> Model::forward(std::span<const uint32_t> tokens, KvCache& cache) {
-  const ModelConfig& c = config_;
-  const int64_t n = int64_t(tokens.size()), H = c.hidden, pos0 = cache.size();
+  const int64_t n = int64_t(tokens.size());
   if (n == 0) return {};
-  if (pos0 + n > cache.capacity())
-    fail(ErrorKind::kInvalidInput, "context full: {} positions cached + {} new > capacity {}",
-         pos0, n, cache.capacity());
-  std::vector<float> x(size_t(n * H)), xn(size_t(n * H)), tmp(size_t(n * H));
+  const Sequence one{tokens, &cache};
+  std::vector<float> x, xn;
+  run_layers(std::span(&one, 1), x, xn);
+  std::vector<float> logits(size_t(n) * config_.vocab_size);
+  linear_(head_->matrix(), xn.data(), n, logits.data());
+  return logits;
+}
+
+std::vector<float> Model::forward_last(std::span<const Sequence> batch) {
+  const int64_t H = config_.hidden;
+  std::vector<float> x, xn;
+  run_layers(batch, x, xn);
+  // The head only for each sequence's last row.
+  std::vector<float> last(batch.size() * size_t(H));
+  int64_t row = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    row += int64_t(batch[s].tokens.size());
+    std::memcpy(last.data() + s * size_t(H), xn.data() + (row - 1) * H, sizeof(float) * size_t(H));
+  }
+  std::vector<float> logits(batch.size() * config_.vocab_size);
+  linear_(head_->matrix(), last.data(), int64_t(batch.size()), logits.data());
+  return logits;
+}
+
+void Model::run_layers(std::span<const Sequence> batch, std::vector<float>& x, std::vector<float>& xn) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden;
+  int64_t n = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const Sequence& q = batch[s];
+    if (!q.cache) fail(ErrorKind::kInternal, "sequence {} of the batch has no cache", s);
+    if (q.tokens.empty()) fail_invalid("sequence {} of the batch has no tokens", s);
+    for (size_t r = 0; r < s; ++r)
+      if (batch[r].cache == q.cache) fail(ErrorKind::kInternal, "sequences {} and {} share a cache", r, s);
+    if (q.cache->size() + int64_t(q.tokens.size()) > q.cache->capacity())
+      fail(ErrorKind::kInvalidInput, "context full: {} positions cached + {} new > capacity {}",
+           q.cache->size(), q.tokens.size(), q.cache->capacity());
+    for (uint32_t id : q.tokens)
+      if (id >= c.vocab_size) fail_invalid("token id {} is outside the vocabulary (size {})", id, c.vocab_size);
+    n += int64_t(q.tokens.size());
+  }
+  if (n == 0) fail_invalid("the batch is empty");
+  x.assign(size_t(n * H), 0.0f);
+  xn.assign(size_t(n * H), 0.0f);
+  std::vector<float> tmp(size_t(n * H));
   route_margins_.assign(size_t(n), INFINITY);
   const MatrixView& emb = embed_->matrix();
-  for (int64_t t = 0; t < n; ++t) {
-    if (tokens[size_t(t)] >= c.vocab_size)
-      fail_invalid("token id {} is outside the vocabulary (size {})", tokens[size_t(t)], c.vocab_size);
-    kernels::dequantize_generic(emb.dtype, emb.data + tokens[size_t(t)] * emb.row_stride,
-                                x.data() + t * H, size_t(H));
-  }
+  int64_t t = 0;
+  for (const Sequence& q : batch)
+    for (uint32_t id : q.tokens)
+      kernels::dequantize_generic(emb.dtype, emb.data + id * emb.row_stride, x.data() + t++ * H, size_t(H));
   for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {
     const Layer& L = layers_[size_t(l)];
-    for (int64_t t = 0; t < n; ++t)
+    for (t = 0; t < n; ++t)
       rms_norm(x.data() + t * H, L.attn_norm->values(), xn.data() + t * H, H, c.rms_eps);
-    if (c.mla) attention_mla(L, l, xn.data(), n, pos0, cache, tmp.data());
-    else attention_gqa(L, l, xn.data(), n, pos0, cache, tmp.data());
+    int64_t row = 0;
+    for (const Sequence& q : batch) {
+      const int64_t m = int64_t(q.tokens.size()), pos0 = q.cache->size();
+      const float* in = xn.data() + row * H;
+      float* out = tmp.data() + row * H;
+      if (c.mla) attention_mla(L, l, in, m, pos0, *q.cache, out);
+      else attention_gqa(L, l, in, m, pos0, *q.cache, out);
+      row += m;
+    }
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
-    for (int64_t t = 0; t < n; ++t)
+    for (t = 0; t < n; ++t)
       rms_norm(x.data() + t * H, L.ffn_norm->values(), xn.data() + t * H, H, c.rms_eps);
     if (L.moe) moe_ffn(L, l, xn.data(), n, tmp.data());
     else dense_ffn(L, xn.data(), n, tmp.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
   }
-  cache.advance(n);
-  for (int64_t t = 0; t < n; ++t)
+  for (const Sequence& q : batch) q.cache->advance(int64_t(q.tokens.size()));
+  for (t = 0; t < n; ++t)
     rms_norm(x.data() + t * H, out_norm_->values(), xn.data() + t * H, H, c.rms_eps);
-  std::vector<float> logits(size_t(n) * c.vocab_size);
-  linear_(head_->matrix(), xn.data(), n, logits.data());
-  return logits;
 }
 
 void Model::dense_ffn(const Layer& L, const float* xn, int64_t n, float* out) {

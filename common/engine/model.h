@@ -45,6 +45,18 @@ class Model {
   // Not thread-safe: one sequence at a time per Model (scratch is reused).
   std::vector<float> forward(std::span<const uint32_t> tokens, KvCache& cache);
 
+  // Several sequences in one pass (continuous batching): each appends its
+  // tokens to its own cache. Attention runs per sequence over its cache;
+  // norms, projections, routers and experts run over all rows together, so a
+  // row's numbers do not depend on what else is in the batch. Returns, per
+  // sequence, the vocab logits of its last token (n_sequences x vocab).
+  // Caches must be distinct; on error no cache has advanced.
+  struct Sequence {
+    std::span<const uint32_t> tokens;
+    KvCache* cache = nullptr;
+  };
+  std::vector<float> forward_last(std::span<const Sequence> batch);
+
   // For each token of the last forward(): the smallest routing margin over its
   // MoE layers (gap between the last chosen and the first unchosen expert
   // score, or between the last chosen and first unchosen group). A margin
@@ -63,6 +75,9 @@ class Model {
                      KvCache& cache, float* out);
   void dense_ffn(const Layer& L, const float* xn, int64_t n, float* out);
   void init_layers();
+  // The layers over the rows of `batch` (hidden states in x); leaves the
+  // final-normed rows in xn and advances every cache.
+  void run_layers(std::span<const Sequence> batch, std::vector<float>& x, std::vector<float>& xn);
   void moe_ffn(const Layer& L, int64_t layer, const float* xn, int64_t n, float* out);
   void local_routed_experts(const Layer& L, const RoutedWork& w);
   void shared_experts(const Layer& L, const float* xn, int64_t n, float* out);

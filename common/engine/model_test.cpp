@@ -3,11 +3,14 @@
 #include "common/engine/model.h"
 
 #include <cmath>
+#include <cstdio>
+#include <tuple>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
 #include "common/engine/sampler.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "common/error.h"
 #include "common/model/model_source.h"
 #include "tools/gen_model/gen_model.h"
@@ -46,6 +49,68 @@ TEST_P(PrefillVsDecode, OnePassEqualsTokenByToken) {
 INSTANTIATE_TEST_SUITE_P(AllArchs, PrefillVsDecode,
                          ::testing::Values("qwen3_moe", "qwen2_moe", "mixtral", "deepseek_v3",
                                            "deepseek_v2"));
+
+// Continuous batching: sequences at different positions, some prefilling and
+// some decoding, in one pass give each sequence's logits as if it ran alone.
+class BatchedSequences : public ::testing::TestWithParam<std::tuple<const char*, DType, bool>> {};
+
+TEST_P(BatchedSequences, EqualRunningEachAlone) {
+  auto [arch, dtype, fast] = GetParam();
+  std::string path = ::testing::TempDir() + "/batch_" + arch + "_" + std::string(name(dtype)) + ".gguf";
+  genmodel::GenOptions o;
+  o.config = genmodel::preset_config(genmodel::arch_from_name(arch), "tiny");
+  o.dtype = dtype;
+  o.progress = false;
+  genmodel::generate(o, path);
+  auto src = ModelSource::open(path);
+  Model model(*src, fast ? kernels::choose_isa_from_environment() : kernels::CpuIsa::kGeneric);
+  const size_t V = model.config().vocab_size;
+  const std::vector<std::vector<uint32_t>> history = {{5, 17, 42}, {}, {99, 3, 250, 7, 11, 64, 128}};
+  const std::vector<std::vector<uint32_t>> now = {{9}, {1, 2, 3, 4, 5, 6}, {77}};
+  std::vector<KvCache> alone, batched;
+  std::vector<std::vector<float>> expect;
+  for (size_t s = 0; s < now.size(); ++s) {
+    alone.push_back(model.new_cache(32));
+    batched.push_back(model.new_cache(32));
+    if (!history[s].empty()) {
+      model.forward(history[s], alone[s]);
+      model.forward(history[s], batched[s]);
+    }
+    std::vector<float> all = model.forward(now[s], alone[s]);
+    expect.emplace_back(all.end() - long(V), all.end());
+  }
+  std::vector<Model::Sequence> batch;
+  for (size_t s = 0; s < now.size(); ++s) batch.push_back({now[s], &batched[s]});
+  std::vector<float> got = model.forward_last(batch);
+  ASSERT_EQ(got.size(), now.size() * V);
+  double worst = 0;
+  for (size_t s = 0; s < now.size(); ++s) {
+    EXPECT_EQ(batched[s].size(), alone[s].size());
+    for (size_t i = 0; i < V; ++i) worst = std::max(worst, double(std::fabs(got[s * V + i] - expect[s][i])));
+  }
+  // The generic kernels compute each row alone: exactly equal. The fast ones
+  // may pick a blocked path by row count; still well inside the 1e-4 that
+  // prefill and decode must meet.
+  if (!fast) {
+    EXPECT_EQ(worst, 0.0);
+  }
+  EXPECT_LT(worst, dtype == DType::kF32 ? 1e-4 : 1e-3);
+  std::printf("%s %s %s: worst %.3g\n", arch, std::string(name(dtype)).c_str(), fast ? "fast" : "generic", worst);
+  // A cache given twice, and an empty sequence, are errors before any work.
+  std::vector<Model::Sequence> twice = {{now[0], &batched[0]}, {now[2], &batched[0]}};
+  EXPECT_THROW(model.forward_last(twice), Error);
+  std::vector<Model::Sequence> empty = {{std::span<const uint32_t>(), &batched[1]}};
+  EXPECT_THROW(model.forward_last(empty), Error);
+  EXPECT_EQ(batched[0].size(), alone[0].size());
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Archs, BatchedSequences,
+    ::testing::Values(std::tuple("qwen3_moe", DType::kF32, false), std::tuple("qwen3_moe", DType::kF32, true),
+                      std::tuple("qwen3_moe", DType::kQ8_0, true), std::tuple("qwen3_moe", DType::kQ4_K, true),
+                      std::tuple("deepseek_v3", DType::kF32, false), std::tuple("deepseek_v3", DType::kBF16, true),
+                      std::tuple("mixtral", DType::kF32, true)));
 
 TEST(Sampler, GreedyFiltersAndSeeds) {
   std::vector<float> logits = {1.0f, 3.0f, 2.0f, -1.0f};

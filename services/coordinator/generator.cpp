@@ -1,60 +1,63 @@
 #include "services/coordinator/generator.h"
 
 #include <algorithm>
-#include <cmath>
+#include <atomic>
+#include <exception>
+
+#include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "services/coordinator/sequence.h"
 
 namespace tandem::coordinator {
 
-Generator::Generator(engine::Model& model, const text::Tokenizer& tokenizer)
-    : model_(model), tok_(tokenizer) {
+// A request between its thread (generate) and the scheduler. The scheduler
+// owns `seq` until it sets `done`; events pass under `mu`.
+struct Generator::Request {
+  Request(const engine::Model& model, const text::Tokenizer& tok, const std::vector<uint32_t>& prompt,
+          const GenerationParams& p)
+      : seq(model, tok, prompt, p) {}
+  Sequence seq;
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<TokenEvent> events;  // produced, not yet handed to the client
+  bool done = false;
+  std::exception_ptr error;
+
+  void deliver(std::vector<TokenEvent>& evs, bool finished, std::exception_ptr e = nullptr) {
+    {
+      std::lock_guard lk(mu);
+      for (TokenEvent& ev : evs) events.push_back(std::move(ev));
+      done = finished;
+      error = e;
+    }
+    cv.notify_all();
+  }
+};
+
+Generator::Generator(engine::Model& model, const text::Tokenizer& tokenizer, GeneratorOptions options)
+    : model_(model), tok_(tokenizer), options_(options) {
+  if (options_.max_sequences < 1 || options_.max_step_tokens < 1)
+    fail_invalid("the scheduler needs at least one sequence and one token per step");
   const uint32_t m = model.config().max_positions;
   context_ = m > 0 ? int64_t(m) : 4096;
+  scheduler_ = std::thread([this] { run(); });
 }
 
-namespace {
-
-// Bytes of `s` from `from` that can be shown without splitting a UTF-8
-// character or revealing the start of a stop string.
-size_t safe_end(const std::string& s, size_t hold) {
-  if (s.size() <= hold) return 0;
-  size_t end = s.size() - hold;
-  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
-  return end;
-}
-
-// The text of one token for log-probabilities; ids past the tokenizer's
-// vocabulary (models pad theirs) have none.
-std::string token_text(const text::Tokenizer& tok, uint32_t id) {
-  try {
-    return tok.decode(std::span(&id, 1));
-  } catch (const Error&) {
-    return {};
+Generator::~Generator() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
   }
+  wake_.notify_all();
+  scheduler_.join();
 }
 
-void log_softmax_top(std::span<const float> logits, uint32_t chosen, int top, TokenEvent& ev,
-                     const text::Tokenizer& tok) {
-  float mx = -INFINITY;
-  for (float v : logits) mx = std::max(mx, v);
-  double sum = 0;
-  for (float v : logits) sum += std::exp(double(v - mx));
-  const float lse = mx + float(std::log(sum));
-  ev.token.logprob = logits[chosen] - lse;
-  if (top <= 0) return;
-  std::vector<uint32_t> idx(logits.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = uint32_t(i);
-  const size_t k = std::min(idx.size(), size_t(top));
-  std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(),
-                    [&](uint32_t a, uint32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  for (size_t i = 0; i < k; ++i) {
-    const uint32_t id = idx[i];
-    ev.top.push_back({id, token_text(tok, id), logits[id] - lse});
-  }
+GeneratorStats Generator::stats() const {
+  std::lock_guard lk(mu_);
+  return stats_;
 }
-
-}  // namespace
 
 void Generator::check(const std::vector<uint32_t>& prompt, const GenerationParams& p) const {
   const ModelConfig& c = model_.config();
@@ -71,75 +74,146 @@ void Generator::check(const std::vector<uint32_t>& prompt, const GenerationParam
 GenerationResult Generator::generate(const std::vector<uint32_t>& prompt, const GenerationParams& p,
                                      const std::function<bool(const TokenEvent&)>& on_event) {
   check(prompt, p);
-  const ModelConfig& c = model_.config();
-  std::lock_guard lock(mu_);
-  GenerationResult r;
-  r.prompt_tokens = prompt.size();
-  auto cache = model_.new_cache(int64_t(prompt.size()) + p.max_tokens + 1);
-  engine::Sampler sampler(p.sampling);
-  std::vector<uint32_t> seq = prompt;
-  std::vector<float> logits = model_.forward(prompt, cache);
-  text::StreamDecoder stream(tok_);
-  size_t hold = 0;
-  for (const std::string& s : p.stop) hold = std::max(hold, s.size());
-  hold = hold > 0 ? hold - 1 : 0;
-  std::string text;       // everything decoded so far
-  size_t shown = 0;       // bytes of it already handed out
-  r.finish_reason = "length";
-  bool hit_stop = false;
-  for (int step = 0; step < p.max_tokens; ++step) {
-    std::span<const float> last(logits.data() + logits.size() - c.vocab_size, c.vocab_size);
-    const uint32_t next = sampler.sample(last, seq);
-    const bool eos = std::find(c.eos_tokens.begin(), c.eos_tokens.end(), next) != c.eos_tokens.end() ||
-                     (tok_.info().eos_id && *tok_.info().eos_id == next);
-    if (eos) {
-      r.finish_reason = "stop";
-      break;
-    }
-    r.tokens.push_back(next);
-    seq.push_back(next);
-    TokenEvent ev;
-    ev.token.id = next;
-    if (p.top_logprobs >= 0) {
-      ev.token.text = token_text(tok_, next);
-      log_softmax_top(last, next, p.top_logprobs, ev, tok_);
-    }
-    text += stream.step(next);
-    // A stop string can only begin at or after `shown`: the held-back bytes
-    // cover any that was still incomplete when text was last shown.
-    size_t stop_at = std::string::npos;
-    for (const std::string& s : p.stop) stop_at = std::min(stop_at, text.find(s, shown));
-    const bool stopped = stop_at != std::string::npos;
-    if (stopped) text.resize(stop_at);
-    const size_t end = std::max(shown, stopped ? text.size() : safe_end(text, hold));
-    ev.delta = text.substr(shown, end - shown);
-    shown = end;
-    if (p.top_logprobs >= 0) r.events.push_back(ev);
-    if (on_event && !on_event(ev)) {
-      r.finish_reason = "cancelled";
-      break;
-    }
-    if (stopped) {
-      r.finish_reason = "stop";
-      hit_stop = true;
-      break;
-    }
-    if (step + 1 < p.max_tokens) logits = model_.forward(std::span(&next, 1), cache);
+  auto r = std::make_shared<Request>(model_, tok_, prompt, p);
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) fail(ErrorKind::kPeerLost, "the server is stopping");
+    waiting_.push_back(r);
+    stats_.waiting = waiting_.size();
   }
-  if (r.finish_reason != "cancelled") {
-    // What was held back for a stop string that did not come, and any bytes
-    // the stream decoder still holds (an incomplete character at the end).
-    if (!hit_stop) text += stream.finish();
-    if (shown < text.size() && on_event) {
-      TokenEvent tail;
-      tail.delta = text.substr(shown);
-      tail.token.id = UINT32_MAX;  // not a token: text held back until the end
-      on_event(tail);
+  wake_.notify_all();
+  bool cancelled = false;
+  size_t seen_tokens = 0;  // token events handed to on_event
+  std::string seen_text;
+  for (bool done = false; !done;) {
+    std::vector<TokenEvent> evs;
+    {
+      std::unique_lock lk(r->mu);
+      r->cv.wait(lk, [&] { return !r->events.empty() || r->done; });
+      evs.swap(r->events);
+      done = r->done;
+    }
+    for (const TokenEvent& ev : evs) {
+      if (cancelled || !on_event) break;
+      seen_tokens += ev.token.id != UINT32_MAX;
+      seen_text += ev.delta;
+      if (!on_event(ev)) {
+        cancelled = true;
+        r->cancelled = true;
+        wake_.notify_all();
+      }
     }
   }
-  r.text = text;
-  ++served_;
-  return r;
+  if (r->error) std::rethrow_exception(r->error);
+  GenerationResult result = std::move(r->seq.result());
+  if (cancelled) {
+    // The scheduler may have run on before it saw the cancellation: the
+    // result is what the client was given.
+    result.finish_reason = "cancelled";
+    result.tokens.resize(std::min(result.tokens.size(), seen_tokens));
+    result.events.resize(std::min(result.events.size(), seen_tokens));
+    result.text = seen_text;
+  }
+  return result;
+}
+
+void Generator::run() {
+  std::vector<std::shared_ptr<Request>> running;
+  for (;;) {
+    {
+      std::unique_lock lk(mu_);
+      wake_.wait(lk, [&] { return stopping_ || !waiting_.empty() || !running.empty(); });
+      if (stopping_) break;
+      while (!waiting_.empty() && int(running.size()) < options_.max_sequences) {
+        running.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+      }
+      stats_.running = running.size();
+      stats_.waiting = waiting_.size();
+    }
+    std::erase_if(running, [](const std::shared_ptr<Request>& r) {
+      if (!r->cancelled) return false;
+      r->seq.cancel();
+      std::vector<TokenEvent> none;
+      r->deliver(none, true);
+      return true;
+    });
+    if (!running.empty()) step(running);
+  }
+  // Stopping: whoever still waits gets an error instead of a hang.
+  auto e = std::make_exception_ptr(Error(ErrorKind::kPeerLost, "the server stopped before the request finished"));
+  std::vector<TokenEvent> none;
+  for (auto& r : running) r->deliver(none, true, e);
+  std::lock_guard lk(mu_);
+  for (auto& r : waiting_) r->deliver(none, true, e);
+  waiting_.clear();
+}
+
+void Generator::step(std::vector<std::shared_ptr<Request>>& running) {
+  // Decoding sequences first (one token each), then prompt chunks in arrival
+  // order while the step's token budget lasts.
+  std::vector<Request*> members;
+  std::vector<engine::Model::Sequence> batch;
+  int64_t budget = options_.max_step_tokens;
+  for (auto& r : running)
+    if (!r->seq.prefilling()) {
+      members.push_back(r.get());
+      batch.push_back({r->seq.next_input(1), &r->seq.cache()});
+      --budget;
+    }
+  for (auto& r : running)
+    if (r->seq.prefilling() && (budget > 0 || batch.empty())) {
+      members.push_back(r.get());
+      batch.push_back({r->seq.next_input(budget), &r->seq.cache()});
+      budget -= int64_t(batch.back().tokens.size());
+    }
+  std::vector<float> logits;
+  try {
+    logits = model_.forward_last(batch);
+  } catch (const std::exception& ex) {
+    spdlog::error("a step of {} sequences failed: {}", batch.size(), ex.what());
+    auto e = std::current_exception();
+    std::vector<TokenEvent> none;
+    for (Request* m : members) m->deliver(none, true, e);
+    std::erase_if(running, [&](const auto& r) { return std::find(members.begin(), members.end(), r.get()) != members.end(); });
+    return;
+  }
+  const size_t V = model_.config().vocab_size;
+  struct Outcome {
+    std::vector<TokenEvent> events;
+    bool end = false;
+    std::exception_ptr error;
+  };
+  std::vector<Outcome> out(members.size());
+  uint64_t tokens = 0, ended = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    tokens += batch[i].tokens.size();
+    try {
+      out[i].end = members[i]->seq.advance(int64_t(batch[i].tokens.size()),
+                                           std::span(logits).subspan(i * V, V), out[i].events);
+    } catch (const std::exception&) {
+      out[i].end = true;
+      out[i].error = std::current_exception();
+    }
+    ended += out[i].end;
+  }
+  std::erase_if(running, [&](const auto& r) {
+    const auto it = std::find(members.begin(), members.end(), r.get());
+    return it != members.end() && out[size_t(it - members.begin())].end;
+  });
+  {
+    // Counted before the requests hear of it: a caller that has its result
+    // sees it in stats().
+    std::lock_guard lk(mu_);
+    ++stats_.steps;
+    stats_.step_tokens += tokens;
+    stats_.step_sequences += members.size();
+    stats_.max_step_sequences = std::max<uint64_t>(stats_.max_step_sequences, members.size());
+    stats_.requests_served += ended;
+    stats_.running = running.size();
+  }
+  for (size_t i = 0; i < members.size(); ++i)
+    if (!out[i].events.empty() || out[i].end) members[i]->deliver(out[i].events, out[i].end, out[i].error);
 }
 
 }  // namespace tandem::coordinator

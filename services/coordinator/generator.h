@@ -1,69 +1,79 @@
-// Text generation for the API: prompt ids in, tokens out one by one through
-// the engine (single-process or with its routed experts in expert workers),
-// with sampling, stop strings (never streamed partially), end-of-sequence,
-// a token limit, log-probabilities, and cancellation when the consumer says
-// so. One sequence at a time: requests queue on a mutex (continuous batching
-// of decode steps across requests is not built yet).
+// Text generation for the API with continuous batching: every request thread
+// hands its prompt to one scheduler thread, which runs all admitted sequences
+// together — each step feeds every decoding sequence its last token and
+// prefilling ones a chunk of their prompt (Model::forward_last) — then samples
+// each, and hands the tokens back. A request joins the next step after it
+// arrives and leaves the batch when it finishes, so a long generation never
+// holds up a short one and decode steps are shared across requests. A row's
+// numbers do not depend on the rest of its batch (model.h), so a request gets
+// the same tokens alone or in company.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
-#include <string>
+#include <thread>
 #include <vector>
 
 #include "common/engine/model.h"
-#include "common/engine/sampler.h"
 #include "common/text/tokenizer.h"
+#include "services/coordinator/generation.h"
 
 namespace tandem::coordinator {
 
-struct GenerationParams {
-  int max_tokens = 16;
-  engine::SamplingParams sampling;
-  std::vector<std::string> stop;
-  int top_logprobs = -1;  // -1: no log-probabilities; 0..20: the chosen one plus that many
+struct GeneratorOptions {
+  int max_sequences = 16;         // sequences in one step; more requests wait
+  int64_t max_step_tokens = 512;  // tokens in one step; longer prompts prefill in chunks
 };
 
-struct TokenLogprob {
-  uint32_t id = 0;
-  std::string text;
-  float logprob = 0;
-};
-
-struct TokenEvent {
-  std::string delta;  // text to show now (may be empty while a stop string might begin)
-  TokenLogprob token;
-  std::vector<TokenLogprob> top;
-};
-
-struct GenerationResult {
-  std::vector<uint32_t> tokens;
-  std::string text;
-  std::string finish_reason;  // "stop" or "length" (or "cancelled")
-  std::vector<TokenEvent> events;  // when log-probabilities were asked for
-  size_t prompt_tokens = 0;
+struct GeneratorStats {
+  uint64_t requests_served = 0;
+  uint64_t steps = 0;              // forward passes
+  uint64_t step_tokens = 0;        // tokens over all steps
+  uint64_t step_sequences = 0;     // sequences over all steps (÷ steps: mean batch)
+  uint64_t max_step_sequences = 0; // the largest batch so far
+  uint64_t running = 0, waiting = 0;
 };
 
 class Generator {
  public:
-  Generator(engine::Model& model, const text::Tokenizer& tokenizer);
-  // on_event returns false to cancel (the client went away). Throws
-  // tandem::Error(kInvalidInput) for a prompt the context cannot hold.
+  Generator(engine::Model& model, const text::Tokenizer& tokenizer, GeneratorOptions options = {});
+  ~Generator();  // requests still running end with an error
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+
+  // Blocks until the generation ends; any number of threads may call it at
+  // once. on_event (called on this thread) returns false to cancel (the
+  // client went away). Throws tandem::Error(kInvalidInput) for bad
+  // parameters or a prompt the context cannot hold, and the engine's error
+  // if a step fails.
   GenerationResult generate(const std::vector<uint32_t>& prompt, const GenerationParams& p,
                             const std::function<bool(const TokenEvent&)>& on_event = {});
-  // The checks generate() makes before it starts (throws kInvalidInput).
+  // The checks generate() makes before it queues (throws kInvalidInput).
   void check(const std::vector<uint32_t>& prompt, const GenerationParams& p) const;
   const text::Tokenizer& tokenizer() const { return tok_; }
   int64_t context_length() const { return context_; }
-  uint64_t requests_served() const { return served_; }
+  uint64_t requests_served() const { return stats().requests_served; }
+  GeneratorStats stats() const;
 
  private:
+  struct Request;
+  void run();
+  void step(std::vector<std::shared_ptr<Request>>& running);
+
   engine::Model& model_;
   const text::Tokenizer& tok_;
+  GeneratorOptions options_;
   int64_t context_;
-  std::mutex mu_;
-  uint64_t served_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Request>> waiting_;
+  bool stopping_ = false;
+  GeneratorStats stats_;
+  std::thread scheduler_;
 };
 
 }  // namespace tandem::coordinator

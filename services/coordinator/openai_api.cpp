@@ -86,6 +86,7 @@ OpenAiApi::OpenAiApi(Generator& generator, std::optional<text::ChatTemplate> cha
     : gen_(generator), template_(std::move(chat_template)), options_(std::move(options)) {}
 
 std::string OpenAiApi::metrics() const {
+  const GeneratorStats g = gen_.stats();
   return fmt::format(
       "# HELP tandem_requests_total Completion requests received.\n# TYPE tandem_requests_total counter\n"
       "tandem_requests_total {}\n"
@@ -96,8 +97,23 @@ std::string OpenAiApi::metrics() const {
       "# HELP tandem_prompt_tokens_total Prompt tokens processed.\n# TYPE tandem_prompt_tokens_total counter\n"
       "tandem_prompt_tokens_total {}\n"
       "# HELP tandem_generation_tokens_total Tokens generated.\n# TYPE tandem_generation_tokens_total counter\n"
-      "tandem_generation_tokens_total {}\n",
-      requests_.load(), errors_.load(), cancelled_.load(), prompt_tokens_.load(), completion_tokens_.load());
+      "tandem_generation_tokens_total {}\n"
+      "# HELP tandem_requests_running Requests in the running batch.\n# TYPE tandem_requests_running gauge\n"
+      "tandem_requests_running {}\n"
+      "# HELP tandem_requests_waiting Requests waiting for a place in the batch.\n# TYPE tandem_requests_waiting gauge\n"
+      "tandem_requests_waiting {}\n"
+      "# HELP tandem_steps_total Forward passes (each batches every running request).\n# TYPE tandem_steps_total counter\n"
+      "tandem_steps_total {}\n"
+      "# HELP tandem_step_tokens_total Tokens over all forward passes.\n# TYPE tandem_step_tokens_total counter\n"
+      "tandem_step_tokens_total {}\n"
+      "# HELP tandem_step_sequences_total Sequences over all forward passes (divided by steps: mean batch size).\n"
+      "# TYPE tandem_step_sequences_total counter\n"
+      "tandem_step_sequences_total {}\n"
+      "# HELP tandem_step_sequences_max The largest batch of sequences in one forward pass.\n"
+      "# TYPE tandem_step_sequences_max gauge\n"
+      "tandem_step_sequences_max {}\n",
+      requests_.load(), errors_.load(), cancelled_.load(), prompt_tokens_.load(), completion_tokens_.load(),
+      g.running, g.waiting, g.steps, g.step_tokens, g.step_sequences, g.max_step_sequences);
 }
 
 void OpenAiApi::handle(const HttpRequest& req, HttpResponder& out) {
