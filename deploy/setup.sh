@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev                # config.json, safetensors headers
   clang libclang-rt-14-dev          # libFuzzer and sanitizer runtimes
+  gdb                               # the --hold test attaches it to a worker
   nodejs npm                        # reference implementations used by tests (npm packages)
 )
 

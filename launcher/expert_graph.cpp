@@ -57,15 +57,28 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : run_(RunDirectory::creat
   const std::vector<int> nodes = plan_worker_nodes(o.expert_workers, numa_node_count());
   const int W = int(nodes.size());
   const std::string arena_path = run_.file("arena");
-  const auto deadline = steady_clock::now() + o.start_timeout;
+  if (o.hold && !((o.hold->role == "loader" && o.hold->index == 0) ||
+                  (o.hold->role == "expert" && o.hold->index < W)))
+    fail_invalid("--hold {}: no such process; this graph has loader:0 and expert:0..{} (the gpu worker "
+                 "and coordinator run inside the tandem process: debug them with gdb --args tandem ...)",
+                 o.hold->name(), W - 1);
+  const bool hold_loader = o.hold && o.hold->role == "loader";
+  const bool hold_expert = o.hold && o.hold->role == "expert";
+  // A held process waits for a person: no start deadline then.
+  const auto deadline = steady_clock::now() + (o.hold ? hours(24 * 365) : o.start_timeout);
+  auto announce = [](const std::string& who, pid_t pid) {
+    spdlog::warn("{} (pid {}) waits for a debugger before its main loop; attach with:\n  {}", who, pid,
+                 debugger_command(pid));
+  };
 
   // 1. The loader builds the arena (with progress in its log) and exits.
   {
     spdlog::info("run {}: building the weight arena for {} expert worker(s)", run_.path(), W);
-    ChildProcess loader = ChildProcess::spawn(
-        {loader_bin, "--model", o.model, "--run-dir", run_.path(), "--arena", arena_path,
-         "--worker-nodes", join(nodes, ",")},
-        run_.file("loader-0.log"));
+    std::vector<std::string> argv = {loader_bin, "--model", o.model, "--run-dir", run_.path(),
+                                     "--arena", arena_path, "--worker-nodes", join(nodes, ",")};
+    if (hold_loader) argv.push_back("--hold");
+    ChildProcess loader = ChildProcess::spawn(argv, run_.file("loader-0.log"));
+    if (hold_loader) announce("loader:0", loader.pid());
     auto st = loader.wait_for(duration_cast<milliseconds>(deadline - steady_clock::now()));
     if (!st) fail(ErrorKind::kTimeout, "the loader did not finish the arena in {} s; its log:\n{}",
                   o.start_timeout.count(), loader.log_tail());
@@ -97,6 +110,8 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : run_(RunDirectory::creat
   }
   gpu::RemoteExpertsOptions ro;
   if (o.restart_workers) ro.restart = [this](int w) { return restart_worker(w); };
+  // A worker under a debugger may sit at a breakpoint for as long as it takes.
+  if (hold_expert) ro.reply_timeout = hours(24 * 365);
   remote_ = std::make_unique<gpu::RemoteExperts>(links, ro);
   for (int w = 0; w < W; ++w) {
     const size_t n = cpus.size();
@@ -108,7 +123,11 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : run_(RunDirectory::creat
          links[size_t(w)].requests, "--responses", links[size_t(w)].responses, "--top-k",
          std::to_string(top_k), "--threads", std::to_string(mine.size()), "--cpus", join(mine, ","),
          "--parent-pid", std::to_string(::getpid())});
-    workers_.push_back(ChildProcess::spawn(worker_argv_.back(), run_.file(fmt::format("expert-{}.log", w))));
+    std::vector<std::string> argv = worker_argv_.back();  // a restarted worker is not held again
+    const bool held = hold_expert && o.hold->index == w;
+    if (held) argv.push_back("--hold");
+    workers_.push_back(ChildProcess::spawn(argv, run_.file(fmt::format("expert-{}.log", w))));
+    if (held) announce(o.hold->name(), workers_.back().pid());
   }
   remote_->wait_ready(deadline, [this] { check_workers(); });
   auto weights = ModelWeights::from_arena(*arena_);
@@ -153,10 +172,14 @@ LoadedModel::LoadedModel(const std::string& path, const EngineOptions& o) {
       ExpertGraphOptions g;
       g.model = path;
       g.expert_workers = o.expert_workers;
+      g.hold = o.hold;
       graph_ = std::make_unique<ExpertGraph>(g);
       return;
     }
   }
+  if (o.hold)
+    fail_invalid("--hold {}: everything runs in this process (debug it with gdb --args tandem ...)",
+                 o.hold->name());
   src_ = ModelSource::open(path);
   local_ = std::make_unique<engine::Model>(*src_, kernels::choose_isa_from_environment());
 }

@@ -11,10 +11,12 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/arena/arena.h"
+#include "common/debug_hold.h"
 #include "common/engine/model.h"
 #include "common/shm/child_process.h"
 #include "common/shm/run_dir.h"
@@ -33,6 +35,9 @@ struct ExpertGraphOptions {
   int64_t tokens_per_message = 64; // ring slot capacity
   std::chrono::seconds start_timeout{600};
   bool restart_workers = true;     // a dead expert worker is restarted, its work re-driven
+  // loader:0 or expert:N waits for a debugger before its main loop; the rest
+  // of the graph waits for it without a deadline.
+  std::optional<HoldTarget> hold;
 };
 
 class ExpertGraph {
@@ -68,6 +73,7 @@ class ExpertGraph {
 struct EngineOptions {
   bool single_process = false;
   int expert_workers = 0;  // 0: one per NUMA node
+  std::optional<HoldTarget> hold;  // --hold ROLE:INDEX
 };
 
 // The model in this process, or its dense part here and its routed experts in

@@ -43,6 +43,8 @@ commands:
       and the routed experts run in expert-worker processes (one per NUMA node);
       --expert-workers N   that many workers (virtual nodes when N > nodes)
       --single-process     everything in this process, from the model files
+      --hold ROLE:INDEX    loader:0 or expert:N waits before its main loop and the
+                           exact gdb command to attach and release it is printed
   tokenize --tokenizer PATH (--text S | --file F) [--no-add-special] [--no-parse-special]
       Print {"ids": [...]} as Hugging Face's encode() gives them. PATH is a
       Hugging Face directory, a tokenizer.json or a GGUF file.
@@ -128,6 +130,8 @@ std::vector<std::string> engine_flags(const std::vector<std::string>& args, tand
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--single-process") {
       e.single_process = true;
+    } else if (args[i] == "--hold" && i + 1 < args.size()) {
+      e.hold = tandem::parse_hold_target(args[++i]);
     } else if (args[i] == "--expert-workers" && i + 1 < args.size()) {
       e.expert_workers = to_int(args[i], args[i + 1]);
       if (e.expert_workers < 1)

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/arena/arena.h"
+#include "common/debug_hold.h"
 #include "common/error.h"
 #include "common/ring/ring.h"
 #include "services/expert_worker/expert_compute.h"
@@ -105,6 +106,11 @@ int run_expert_worker(const WorkerOptions& o, kernels::CpuIsa isa, const std::at
     fail_invalid("the rings' slots ({} and {} bytes) cannot carry one token of hidden size {}",
                  in.shape().slot_bytes, out.shape().slot_bytes, h);
   ExpertCompute compute(a, co, pool);
+  if (o.hold) {
+    // Before kReady: the requester waits for this worker meanwhile.
+    hold_for_debugger(fmt::format("expert worker {}", o.worker), stop);
+    if (stop) return 0;
+  }
   {
     std::span<std::byte> slot = out.reserve(deadline_in(seconds(30)));
     ResultHeader r;

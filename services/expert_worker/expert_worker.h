@@ -29,6 +29,7 @@ struct WorkerOptions {
   std::vector<int> cpus;   // pin thread i to cpus[i]; empty: not pinned
   std::optional<ProcessId> parent;  // exit when it is gone
   int top_k = 0;           // experts per token (the model's n_experts_used)
+  bool hold = false;       // wait for a debugger before serving (debug_hold.h)
 };
 
 // Parses "0-3,8,10-11"; throws tandem::Error.

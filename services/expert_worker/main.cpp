@@ -21,6 +21,7 @@ const char* kUsage = R"(usage: tandem-expert-worker --arena PATH --worker N --re
   --threads N        compute threads (default 1)
   --cpus LIST        pin them, e.g. 0-3,8 (default: not pinned)
   --parent-pid PID   exit when that process is gone
+  --hold             wait for a debugger before serving (prints the command to attach)
 The rings are created by the requester; TANDEM_CPU_ISA forces a kernel level.
 )";
 
@@ -38,6 +39,10 @@ tandem::expert::WorkerOptions parse(int argc, char** argv) {
   tandem::expert::WorkerOptions o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--hold") {
+      o.hold = true;
+      continue;
+    }
     if (i + 1 >= argc) tandem::fail_invalid("unknown option or missing value: '{}'", a);
     std::string v = argv[++i];
     if (a == "--arena") o.arena = v;

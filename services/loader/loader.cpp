@@ -8,6 +8,7 @@
 #include <zmq.hpp>
 
 #include "common/arena/arena.h"
+#include "common/debug_hold.h"
 #include "common/control/client.h"
 #include "common/error.h"
 #include "common/model/model_source.h"
@@ -79,6 +80,10 @@ void serve(const LoaderOptions& o, const arena::Arena& a, zmq::context_t& contex
 
 int run_loader(const LoaderOptions& o, zmq::context_t& context, const std::atomic<bool>& stop) {
   RunDirectory run = RunDirectory::attach(o.run_dir);
+  if (o.hold) {
+    hold_for_debugger(fmt::format("loader {}", o.index), stop);
+    if (stop) return 0;
+  }
   const std::string path = o.arena.empty() ? run.file("arena") : o.arena;
   auto src = ModelSource::open(o.model);
   arena::BuildOptions b;

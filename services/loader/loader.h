@@ -26,6 +26,7 @@ struct LoaderOptions {
   std::optional<ProcessId> server;  // the process that answers the endpoint
   uint32_t index = 0, epoch = 0;
   int handshake_seconds = 30;
+  bool hold = false;              // wait for a debugger before building (debug_hold.h)
 };
 
 // Parses "0,0,1" (the NUMA node of each expert worker); throws tandem::Error.

@@ -22,6 +22,7 @@ const char* kUsage = R"(usage: tandem-loader --model PATH --run-dir DIR [options
   --control ENDPOINT    serve manifest requests there (ipc://DIR/control.sock)
   --server-pid PID      the process answering ENDPOINT (required with --control)
   --index N --epoch E   this loader's identity (loader/N/E)
+  --hold                wait for a debugger first (prints the command to attach)
 Without --control the loader builds or adopts the arena and exits.
 )";
 
@@ -39,6 +40,10 @@ tandem::loader::LoaderOptions parse(int argc, char** argv) {
   tandem::loader::LoaderOptions o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--hold") {
+      o.hold = true;
+      continue;
+    }
     if (i + 1 >= argc) tandem::fail_invalid("unknown option or missing value: '{}'", a);
     std::string v = argv[++i];
     if (a == "--model") o.model = v;

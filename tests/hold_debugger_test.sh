@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `--hold expert:1`: that worker waits before its main loop and the launcher
+# prints the gdb command that attaches and releases it. The test runs that
+# exact command (in batch mode, passing the launcher's SIGTERM through) and
+# the request must then complete. Bad --hold targets are refused by name.
+#   hold_debugger_test.sh BUILD_DIR
+set -euo pipefail
+build=$1
+if ! command -v gdb >/dev/null; then
+  echo "SKIP: gdb is not installed (deploy/setup.sh installs it)"; exit 0
+fi
+work=$(mktemp -d)
+base=$work/runs
+mkdir -m 700 "$base"
+cleanup() { [[ -n "${pid:-}" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+tandem=$build/bin/tandem
+model=$build/models/default.gguf
+
+TANDEM_RUN_BASE=$base "$tandem" logits --model "$model" --tokens "1 2 3 4" --greedy 3 \
+  --expert-workers 2 --hold expert:1 >"$work/out.json" 2>"$work/err.log" &
+pid=$!
+cmd=
+for _ in $(seq 1 600); do
+  cmd=$(grep -o "gdb -p [0-9]* .*" "$work/err.log" | head -1 || true)
+  [[ -n "$cmd" ]] && break
+  kill -0 "$pid" 2>/dev/null || { cat "$work/err.log"; echo "tandem exited before holding"; exit 1; }
+  sleep 0.1
+done
+[[ -n "$cmd" ]] || { cat "$work/err.log"; echo "no debugger command printed"; exit 1; }
+echo "printed: $cmd"
+held=$(echo "$cmd" | grep -o -- '-p [0-9]*' | grep -o '[0-9]*')
+# Held means nothing was computed: no output yet, and the worker still waits.
+sleep 0.5
+[[ ! -s "$work/out.json" ]] || { echo "tandem answered while expert:1 was held"; exit 1; }
+kill -0 "$held" || { echo "the held worker $held is gone"; exit 1; }
+eval "timeout 120 gdb -batch -nx -ex 'handle SIGTERM nostop noprint pass' ${cmd#gdb }" >"$work/gdb.log" 2>&1 || true
+grep -q "exited normally\|exited with code" "$work/gdb.log" || { cat "$work/gdb.log"; echo "gdb did not run the worker to its end"; exit 1; }
+wait "$pid" || { cat "$work/err.log"; echo "tandem failed after the release"; exit 1; }
+pid=
+grep -q '"greedy":\[[0-9]' "$work/out.json" || { head -c 300 "$work/out.json"; echo "no logits"; exit 1; }
+
+# Targets that do not exist are refused with the reason.
+for bad in gpu:0 expert:2 loader:1 nonsense; do
+  if TANDEM_RUN_BASE=$base "$tandem" logits --model "$model" --tokens "1" --expert-workers 2 --hold "$bad" \
+       >/dev/null 2>"$work/bad.log"; then
+    echo "--hold $bad was accepted"; exit 1
+  fi
+  grep -q -- "--hold" "$work/bad.log" || { cat "$work/bad.log"; echo "--hold $bad: no reason given"; exit 1; }
+done
+left=$(find "$base" -mindepth 1 | head -5)
+[[ -z "$left" ]] || { echo "left behind: $left"; exit 1; }
+echo "hold_debugger_test: ok"
