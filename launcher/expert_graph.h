@@ -9,10 +9,14 @@
 // issue) take the same parts apart further.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/arena/arena.h"
@@ -20,6 +24,7 @@
 #include "common/engine/model.h"
 #include "common/shm/child_process.h"
 #include "common/shm/run_dir.h"
+#include "launcher/graph_state.h"
 
 namespace tandem {
 
@@ -38,8 +43,15 @@ struct ExpertGraphOptions {
   // loader:0 or expert:N waits for a debugger before its main loop; the rest
   // of the graph waits for it without a deadline.
   std::optional<HoldTarget> hold;
+  std::string command = "run";     // for `tandem ps`
+  // More restarts of one worker than this within a minute: it is marked
+  // failed and requests that need it get an error.
+  int max_restarts_per_minute = 5;
 };
 
+// A supervisor thread restarts a dead expert worker at once (then with
+// back-off while it keeps dying), without waiting for a request to notice;
+// <run>/graph.json tells `tandem ps` the state of every process.
 class ExpertGraph {
  public:
   // Starts everything and waits until each expert worker is serving; throws
@@ -53,11 +65,29 @@ class ExpertGraph {
   int restarts() const;
   gpu::RemoteExperts& remote() { return *remote_; }
   const arena::Arena& arena() const { return *arena_; }
+  GraphState state() const { return state_.snapshot(); }
 
  private:
+  struct Supervision {
+    std::vector<std::chrono::steady_clock::time_point> restarts;  // within the last minute
+    std::chrono::steady_clock::time_point retry_at{};              // set while backing off
+    bool failed = false;
+  };
   void check_workers();
   // RemoteExpertsOptions::restart: starts worker w again if it is gone.
   bool restart_worker(int w);
+  void respawn(int w);  // under mu_
+  void supervise();
+  void supervise_once();
+
+  ExpertGraphOptions options_;
+  GraphStateFile state_;
+  mutable std::mutex mu_;  // workers_ and supervision_
+  std::vector<Supervision> supervision_;
+  std::vector<std::string> ready_files_;
+  bool stopping_ = false;
+  std::condition_variable stop_cv_;
+  std::thread supervisor_;
 
   RunDirectory run_;
   std::unique_ptr<ModelSource> config_source_;
@@ -74,6 +104,7 @@ struct EngineOptions {
   bool single_process = false;
   int expert_workers = 0;  // 0: one per NUMA node
   std::optional<HoldTarget> hold;  // --hold ROLE:INDEX
+  std::string command = "run";     // for `tandem ps`
 };
 
 // The model in this process, or its dense part here and its routed experts in

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "launcher/generate.h"
 #include "launcher/inspect.h"
+#include "launcher/ps.h"
 #include "launcher/serve.h"
 #include "launcher/text_commands.h"
 
@@ -45,6 +46,13 @@ commands:
       --single-process     everything in this process, from the model files
       --hold ROLE:INDEX    loader:0 or expert:N waits before its main loop and the
                            exact gdb command to attach and release it is printed
+  ps [--json]
+      List the running graphs (under $TANDEM_RUN_BASE or /dev/shm/tandem-<uid>):
+      role, index, pid, NUMA node, cores, state (starting, ready, restarting,
+      failed), restarts, RSS and PSS of every process, and the summed PSS.
+  stop [--run NAME] [--timeout S]
+      Stop every running graph (or the named run) cleanly: SIGTERM to its
+      launcher, SIGKILL after S seconds (default 30).
   tokenize --tokenizer PATH (--text S | --file F) [--no-add-special] [--no-parse-special]
       Print {"ids": [...]} as Hugging Face's encode() gives them. PATH is a
       Hugging Face directory, a tokenizer.json or a GGUF file.
@@ -147,6 +155,7 @@ std::vector<std::string> engine_flags(const std::vector<std::string>& args, tand
 int cmd_logits(const std::vector<std::string>& all) {
   tandem::LogitsOptions o;
   const std::vector<std::string> args = engine_flags(all, o.engine);
+  o.engine.command = "logits";
   bool ok = parse_options(args, "logits", [&](const std::string& k, const std::string& v) {
     if (k == "--model") o.model = v;
     else if (k == "--tokens") o.tokens = tandem::parse_token_ids(v);
@@ -164,6 +173,7 @@ int cmd_logits(const std::vector<std::string>& all) {
 int cmd_run(const std::vector<std::string>& all) {
   tandem::RunOptions o;
   const std::vector<std::string> args = engine_flags(all, o.engine);
+  o.engine.command = "run";
   bool ok = parse_options(args, "run", [&](const std::string& k, const std::string& v) {
     if (k == "--model") o.model = v;
     else if (k == "--tokens") o.tokens = tandem::parse_token_ids(v);
@@ -191,6 +201,7 @@ std::atomic<bool> g_stop{false};  // SIGINT/SIGTERM while serving
 int cmd_serve(const std::vector<std::string>& all) {
   tandem::ServeOptions o;
   const std::vector<std::string> args = engine_flags(all, o.engine);
+  o.engine.command = "serve";
   bool ok = parse_options(args, "serve", [&](const std::string& k, const std::string& v) {
     if (k == "--model") o.model = v;
     else if (k == "--host") o.host = v;
@@ -209,6 +220,31 @@ int cmd_serve(const std::vector<std::string>& all) {
 }
 
 // Flags without values first, then "--name value" pairs.
+int cmd_ps(const std::vector<std::string>& args) {
+  tandem::PsOptions o;
+  for (const std::string& a : args) {
+    if (a == "--json") {
+      o.json = true;
+    } else {
+      std::cerr << "tandem ps: unknown option '" << a << "'\n" << kUsage;
+      return 2;
+    }
+  }
+  return tandem::run_ps(o, std::cout);
+}
+
+int cmd_stop(const std::vector<std::string>& args) {
+  tandem::StopOptions o;
+  if (!parse_options(args, "stop", [&](const std::string& k, const std::string& v) {
+        if (k == "--run") o.run = v;
+        else if (k == "--timeout") o.timeout = std::chrono::seconds(to_int(k, v));
+        else return false;
+        return true;
+      }))
+    return 2;
+  return tandem::run_stop(o, std::cout);
+}
+
 int cmd_tokenize(std::vector<std::string> args) {
   tandem::TokenizeOptions o;
   std::vector<std::string> rest;
@@ -287,6 +323,8 @@ int main(int argc, char** argv) {
     if (cmd == "logits") return cmd_logits(args);
     if (cmd == "run") return cmd_run(args);
     if (cmd == "serve") return cmd_serve(args);
+    if (cmd == "ps") return cmd_ps(args);
+    if (cmd == "stop") return cmd_stop(args);
     if (cmd == "tokenize") return cmd_tokenize(args);
     if (cmd == "detokenize") return cmd_detokenize(args);
     if (cmd == "chat-template") return cmd_chat_template(args);

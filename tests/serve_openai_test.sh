@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `tandem serve` with 2 expert workers on the default model, driven by the
-# official openai npm client (tests/npm/openai_client.mjs); then SIGTERM must
-# stop it cleanly and leave no run directory behind.
+# official openai npm client (tests/npm/openai_client.mjs); then `tandem ps`
+# (every process, states, PSS bound), an expert worker killed and restarted
+# while idle, and `tandem stop`, which must stop it cleanly and leave no run
+# directory behind.
 #   serve_openai_test.sh BUILD_DIR NODE_MODULES
 set -euo pipefail
 build=$1
@@ -32,10 +34,45 @@ batch=$(curl -s -H 'Authorization: Bearer secret-key' "http://127.0.0.1:$port/me
   awk '$1 == "tandem_step_sequences_max" { print $2 }')
 [[ -n "$batch" && "$batch" -ge 2 ]] || { echo "no batched steps (tandem_step_sequences_max='$batch')"; exit 1; }
 echo "largest batch: $batch sequences"
-kill -TERM "$pid"
-for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then echo "serve did not stop on SIGTERM"; exit 1; fi
+
+# tandem ps: every process of the graph, its state and memory; the summed PSS
+# within 1.1 x arena + 50 MiB per process (no request runs: no KV cache).
+ps_field() { TANDEM_RUN_BASE=$base "$build/bin/tandem" ps --json | python3 -c "$1"; }
+ps_field '
+import json, sys
+runs = json.load(sys.stdin)["runs"]
+assert len(runs) == 1, runs
+r = runs[0]
+roles = sorted((p["role"], p["index"], p["state"]) for p in r["processes"])
+assert roles == [("expert", 0, "ready"), ("expert", 1, "ready"), ("launcher", 0, "ready"), ("loader", 0, "done")], roles
+assert all(p["pss_bytes"] > 0 for p in r["processes"] if p["state"] == "ready"), r
+assert r["total_pss_bytes"] <= r["pss_bound_bytes"], (r["total_pss_bytes"], r["pss_bound_bytes"])
+print("ps: summed PSS %.1f MiB <= bound %.1f MiB (arena %.1f MiB)" % (r["total_pss_bytes"] / 2**20, r["pss_bound_bytes"] / 2**20, r["arena_bytes"] / 2**20))
+'
+TANDEM_RUN_BASE=$base "$build/bin/tandem" ps
+# An expert worker killed while nothing runs is restarted by the supervisor
+# and the next request is answered as before.
+victim=$(ps_field 'import json,sys; print([p["pid"] for p in json.load(sys.stdin)["runs"][0]["processes"] if p["role"] == "expert"][1])')
+first=$(curl -s -H 'Authorization: Bearer secret-key' -H 'Content-Type: application/json' \
+  -d '{"prompt": "Hello", "max_tokens": 8, "temperature": 0}' "http://127.0.0.1:$port/v1/completions")
+kill -9 "$victim"
+for _ in $(seq 1 100); do
+  state=$(ps_field 'import json,sys; print([(p["pid"], p["state"], p["restarts"]) for p in json.load(sys.stdin)["runs"][0]["processes"] if p["role"] == "expert"][1])')
+  [[ "$state" == *"'ready', 1)" && "$state" != "($victim,"* ]] && break
+  sleep 0.05
+done
+[[ "$state" == *"'ready', 1)" ]] || { echo "expert 1 not ready again after its kill: $state"; exit 1; }
+echo "expert 1 restarted: $state"
+again=$(curl -s -H 'Authorization: Bearer secret-key' -H 'Content-Type: application/json' \
+  -d '{"prompt": "Hello", "max_tokens": 8, "temperature": 0}' "http://127.0.0.1:$port/v1/completions")
+text_of() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])["choices"][0]["text"])' "$1"; }
+[[ "$(text_of "$first")" == "$(text_of "$again")" ]] || { echo "after the restart: $again != $first"; exit 1; }
+
+# tandem stop: the launcher stops cleanly (exit 0) and takes its run with it.
+TANDEM_RUN_BASE=$base "$build/bin/tandem" stop --timeout 20 || { echo "tandem stop failed"; exit 1; }
+if kill -0 "$pid" 2>/dev/null; then echo "serve still runs after tandem stop"; exit 1; fi
 wait "$pid" || { echo "serve exited with $?"; tail -20 "$work/serve.log"; exit 1; }
+if TANDEM_RUN_BASE=$base "$build/bin/tandem" stop >/dev/null; then echo "stop with nothing running succeeded"; exit 1; fi
 pid=
 left=$(find "$base" -mindepth 1 | head -5)
 [[ -z "$left" ]] || { echo "left behind: $left"; exit 1; }

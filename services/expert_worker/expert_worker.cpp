@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -122,6 +123,17 @@ int run_expert_worker(const WorkerOptions& o, kernels::CpuIsa isa, const std::at
     r.ffn_end = compute.ffn_end();
     const std::string text = fmt::format("{} kernels, {} threads", compute.fused() ? "fused" : "reference", o.threads);
     out.publish(encode_result_header(slot, r, text));
+  }
+  if (!o.ready_file.empty()) {
+    // Whole or not at all: written aside, then renamed.
+    const std::string tmp = o.ready_file + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << ::getpid() << "\n";
+      if (!f) fail(ErrorKind::kSystem, "cannot write {}", tmp);
+    }
+    if (::rename(tmp.c_str(), o.ready_file.c_str()) != 0)
+      throw Error(ErrorKind::kSystem, "cannot rename " + tmp + " to " + o.ready_file, errno);
   }
   spdlog::info("serving expert slice F[{}, {}) of {} experts x {} layers from {} ({} threads, {} kernels, "
                "up to {} tokens a message); ready in {:.0f} ms",

@@ -30,6 +30,7 @@ struct WorkerOptions {
   std::optional<ProcessId> parent;  // exit when it is gone
   int top_k = 0;           // experts per token (the model's n_experts_used)
   bool hold = false;       // wait for a debugger before serving (debug_hold.h)
+  std::string ready_file;  // once serving, this process's pid is written there (for the supervisor)
 };
 
 // Parses "0-3,8,10-11"; throws tandem::Error.

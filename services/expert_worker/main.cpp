@@ -21,6 +21,7 @@ const char* kUsage = R"(usage: tandem-expert-worker --arena PATH --worker N --re
   --threads N        compute threads (default 1)
   --cpus LIST        pin them, e.g. 0-3,8 (default: not pinned)
   --parent-pid PID   exit when that process is gone
+  --ready-file PATH  once serving, write this process's pid there
   --hold             wait for a debugger before serving (prints the command to attach)
 The rings are created by the requester; TANDEM_CPU_ISA forces a kernel level.
 )";
@@ -51,6 +52,7 @@ tandem::expert::WorkerOptions parse(int argc, char** argv) {
     else if (a == "--responses") o.responses = v;
     else if (a == "--top-k") o.top_k = parse_int(a, v);
     else if (a == "--threads") o.threads = parse_int(a, v);
+    else if (a == "--ready-file") o.ready_file = v;
     else if (a == "--cpus") o.cpus = tandem::expert::parse_cpu_list(v);
     else if (a == "--parent-pid") {
       o.parent = tandem::find_process(pid_t(parse_int(a, v)));
