@@ -14,6 +14,7 @@
 #include "common/shm/numa.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/thread_pool.h"
+#include "launcher/in_process_graph.h"
 #include "services/expert_worker/work_message.h"
 #include "services/gpu_worker/remote_experts.h"
 
@@ -303,11 +304,21 @@ LoadedModel::LoadedModel(const std::string& path, const EngineOptions& o) {
   if (o.hold)
     fail_invalid("--hold {}: everything runs in this process (debug it with gdb --args tandem ...)",
                  o.hold->name());
+  if (o.expert_workers > 0 && ModelSource::open(path)->config().moe.n_experts > 0) {
+    in_process_ = std::make_unique<InProcessGraph>(path, o.expert_workers);
+    return;
+  }
   src_ = ModelSource::open(path);
   local_ = std::make_unique<engine::Model>(*src_, kernels::choose_isa_from_environment());
 }
 
 LoadedModel::~LoadedModel() = default;
+
+engine::Model& LoadedModel::operator*() {
+  if (graph_) return graph_->model();
+  if (in_process_) return in_process_->model();
+  return *local_;
+}
 
 void ExpertGraph::check_workers() {
   for (size_t w = 0; w < workers_.size(); ++w)

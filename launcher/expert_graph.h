@@ -29,6 +29,7 @@
 namespace tandem {
 
 class ModelSource;
+class InProcessGraph;
 namespace gpu {
 class RemoteExperts;
 }
@@ -99,7 +100,9 @@ class ExpertGraph {
 };
 
 // Where the model runs: by default its routed experts run in expert-worker
-// processes; single_process keeps everything in this one.
+// processes; single_process keeps everything in this one — from the model
+// files, or, with expert_workers > 0, as every role of the graph in one
+// process (InProcessGraph: the same arena, slices and order of additions).
 struct EngineOptions {
   bool single_process = false;
   int expert_workers = 0;  // 0: one per NUMA node
@@ -113,7 +116,7 @@ class LoadedModel {
  public:
   LoadedModel(const std::string& path, const EngineOptions& o);
   ~LoadedModel();
-  engine::Model& operator*() { return graph_ ? graph_->model() : *local_; }
+  engine::Model& operator*();
   engine::Model* operator->() { return &**this; }
   ExpertGraph* graph() { return graph_.get(); }
 
@@ -121,6 +124,7 @@ class LoadedModel {
   std::unique_ptr<ModelSource> src_;
   std::unique_ptr<engine::Model> local_;
   std::unique_ptr<ExpertGraph> graph_;
+  std::unique_ptr<InProcessGraph> in_process_;
 };
 
 // The worker → NUMA node plan for n workers (0: one per node) on a machine

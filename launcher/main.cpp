@@ -43,7 +43,9 @@ commands:
   ENGINE (logits, run, serve): by default a loader process builds the weight arena
       and the routed experts run in expert-worker processes (one per NUMA node);
       --expert-workers N   that many workers (virtual nodes when N > nodes)
-      --single-process     everything in this process, from the model files
+      --single-process     everything in this process, from the model files; with
+                           --expert-workers N every role of the graph in this process
+                           (same arena slices, same sums as N worker processes)
       --hold ROLE:INDEX    loader:0 or expert:N waits before its main loop and the
                            exact gdb command to attach and release it is printed
   ps [--json]

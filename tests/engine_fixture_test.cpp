@@ -30,6 +30,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "common/model/model_source.h"
 #include "launcher/expert_graph.h"
+#include "launcher/in_process_graph.h"
 #include "tests/fixture_support.h"
 
 namespace tandem::engine {
@@ -86,8 +87,12 @@ int expert_workers() {
 // The model under test: the single-process engine, or the process graph.
 class ModelUnderTest {
  public:
-  ModelUnderTest(const std::string& path, int workers) {
-    if (workers > 0) {
+  // workers > 0: the process graph, or with in_process every role of it in
+  // this process (the same slices and order of additions).
+  ModelUnderTest(const std::string& path, int workers, bool in_process = false) {
+    if (workers > 0 && in_process) {
+      in_process_ = std::make_unique<InProcessGraph>(path, workers);
+    } else if (workers > 0) {
       ExpertGraphOptions o;
       o.model = path;
       o.expert_workers = workers;
@@ -98,12 +103,13 @@ class ModelUnderTest {
       local_ = std::make_unique<Model>(*src_, kernels::choose_isa_from_environment());
     }
   }
-  Model& operator*() { return graph_ ? graph_->model() : *local_; }
+  Model& operator*() { return graph_ ? graph_->model() : in_process_ ? in_process_->model() : *local_; }
 
  private:
   std::unique_ptr<ModelSource> src_;
   std::unique_ptr<Model> local_;
   std::unique_ptr<ExpertGraph> graph_;
+  std::unique_ptr<InProcessGraph> in_process_;
 };
 
 class EngineFixture : public ::testing::TestWithParam<Case> {};
@@ -233,9 +239,12 @@ float top_margin(const float* v, size_t n) {
   return a - b;
 }
 
-// The process graph against the single-process engine on the same prompts:
-// greedy tokens identical (wherever the single-process choice is not a
-// near-tie), logits within graph_tolerance.
+// The process graph against the same roles in one process (--single-process
+// --expert-workers N: the same arena slices and order of additions) — logits
+// within 1e-4, greedy tokens identical — and against the unsplit engine from
+// the model files, where the tensor-parallel split reorders the f32 sums:
+// greedy tokens identical wherever the engine's choice is not a near-tie,
+// logits within graph_tolerance.
 TEST_P(EngineFixture, GraphMatchesSingleProcess) {
   TANDEM_REQUIRE_FIXTURES();
   if (expert_workers() == 0)
@@ -246,39 +255,51 @@ TEST_P(EngineFixture, GraphMatchesSingleProcess) {
   nlohmann::json ref;
   ASSERT_NO_THROW(ref = fixture_reference(c));
   ModelUnderTest graph_model(model_path, expert_workers());
+  ModelUnderTest split_model(model_path, expert_workers(), /*in_process=*/true);
   ModelUnderTest local_model(model_path, 0);
   Model& graph = *graph_model;
+  Model& split = *split_model;
   Model& local = *local_model;
   const size_t V = local.config().vocab_size;
   const float tol = graph_tolerance(c.variant);
-  float worst = 0;
+  float worst = 0, worst_split = 0;
   int steps = 0, near_ties = 0;
+  auto diff = [](const std::vector<float>& a, const std::vector<float>& b, float& w) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) w = std::max(w, std::fabs(a[i] - b[i]));
+  };
   for (const auto& rp : ref.at("prompts")) {
     auto tokens = rp.at("tokens").get<std::vector<uint32_t>>();
     const size_t n_greedy = rp.at("greedy").size();
-    auto cg = graph.new_cache(int64_t(tokens.size() + n_greedy + 1));
-    auto cl = local.new_cache(int64_t(tokens.size() + n_greedy + 1));
-    std::vector<float> lg = graph.forward(tokens, cg), ll = local.forward(tokens, cl);
-    ASSERT_EQ(lg.size(), ll.size());
-    for (size_t i = 0; i < ll.size(); ++i) worst = std::max(worst, std::fabs(lg[i] - ll[i]));
+    const int64_t cap = int64_t(tokens.size() + n_greedy + 1);
+    auto cg = graph.new_cache(cap), cs = split.new_cache(cap), cl = local.new_cache(cap);
+    std::vector<float> lg = graph.forward(tokens, cg), ls = split.forward(tokens, cs), ll = local.forward(tokens, cl);
+    diff(lg, ll, worst);
+    diff(lg, ls, worst_split);
     for (size_t s = 0; s < n_greedy; ++s) {
       const float* a = &ll[ll.size() - V];
       const float* b = &lg[lg.size() - V];
-      uint32_t ours = argmax(a, V);
+      const uint32_t ours = argmax(a, V), theirs = argmax(b, V);
+      ASSERT_EQ(argmax(&ls[ls.size() - V], V), theirs) << "greedy step " << s << ": graph vs single process";
       if (top_margin(a, V) > 2 * tol) {
-        ASSERT_EQ(argmax(b, V), ours) << "greedy step " << s;
+        ASSERT_EQ(theirs, ours) << "greedy step " << s << ": graph vs unsplit engine";
       } else {
         ++near_ties;
       }
       ++steps;
       ll = local.forward(std::span(&ours, 1), cl);
       lg = graph.forward(std::span(&ours, 1), cg);
-      for (size_t i = 0; i < V; ++i) worst = std::max(worst, std::fabs(lg[i] - ll[i]));
+      ls = split.forward(std::span(&ours, 1), cs);
+      diff(lg, ll, worst);
+      diff(lg, ls, worst_split);
     }
   }
-  std::printf("  [%s/%s] graph (%d expert workers) vs single process: worst logit diff %.2e over "
-              "prompts and %d greedy steps (%d near-ties not compared), tolerance %.0e\n",
-              c.folder, c.variant, expert_workers(), double(worst), steps, near_ties, double(tol));
+  std::printf("  [%s/%s] graph (%d expert workers) vs single process with the same split: worst logit "
+              "diff %.2e (bar 1e-4); vs the unsplit engine: %.2e (tolerance %.0e; %d of %d greedy steps "
+              "near-ties)\n",
+              c.folder, c.variant, expert_workers(), double(worst_split), double(worst), double(tol), near_ties,
+              steps);
+  EXPECT_LE(worst_split, 1e-4f);
   EXPECT_LE(worst, tol);
 }
 
