@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `tandem serve` with 2 expert workers on the default model, driven by the
-# official openai npm client (tests/npm/openai_client.mjs); then `tandem ps`
+# official openai npm client (tests/npm/openai_client.mjs; it also SIGKILLs
+# each expert worker in turn under 8 concurrent streams, which must finish
+# with the undisturbed tokens); then `tandem ps`
 # (every process, states, PSS bound), an expert worker killed and restarted
 # while idle, and `tandem stop`, which must stop it cleanly and leave no run
 # directory behind.
@@ -28,7 +30,12 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models"
 [[ "$code" == 401 ]] || { echo "expected 401 without the API key, got $code"; exit 1; }
 # The client lives beside its node_modules so that `import "openai"` resolves.
 cp "$(dirname "$0")/npm/openai_client.mjs" "$modules/../openai_client.mjs"
-node "$modules/../openai_client.mjs" "http://127.0.0.1:$port/v1" secret-key || { tail -20 "$work/serve.log"; exit 1; }
+experts=$(TANDEM_RUN_BASE=$base "$build/bin/tandem" ps --json | python3 -c '
+import json, sys
+print(",".join(str(p["pid"]) for p in json.load(sys.stdin)["runs"][0]["processes"] if p["role"] == "expert"))')
+[[ "$experts" == *,* ]] || { echo "no expert worker pids from tandem ps: '$experts'"; exit 1; }
+node "$modules/../openai_client.mjs" "http://127.0.0.1:$port/v1" secret-key "$experts" ||
+  { tail -20 "$work/serve.log"; exit 1; }
 # The 8 concurrent streams shared forward passes (continuous batching).
 batch=$(curl -s -H 'Authorization: Bearer secret-key' "http://127.0.0.1:$port/metrics" |
   awk '$1 == "tandem_step_sequences_max" { print $2 }')
@@ -52,16 +59,18 @@ print("ps: summed PSS %.1f MiB <= bound %.1f MiB (arena %.1f MiB)" % (r["total_p
 TANDEM_RUN_BASE=$base "$build/bin/tandem" ps
 # An expert worker killed while nothing runs is restarted by the supervisor
 # and the next request is answered as before.
-victim=$(ps_field 'import json,sys; print([p["pid"] for p in json.load(sys.stdin)["runs"][0]["processes"] if p["role"] == "expert"][1])')
+expert1() { ps_field 'import json,sys; print(*[(p["pid"], p["state"], p["restarts"]) for p in json.load(sys.stdin)["runs"][0]["processes"] if p["role"] == "expert"][1])'; }
+read -r victim _ before <<<"$(expert1)"
 first=$(curl -s -H 'Authorization: Bearer secret-key' -H 'Content-Type: application/json' \
   -d '{"prompt": "Hello", "max_tokens": 8, "temperature": 0}' "http://127.0.0.1:$port/v1/completions")
 kill -9 "$victim"
+state=
 for _ in $(seq 1 100); do
-  state=$(ps_field 'import json,sys; print([(p["pid"], p["state"], p["restarts"]) for p in json.load(sys.stdin)["runs"][0]["processes"] if p["role"] == "expert"][1])')
-  [[ "$state" == *"'ready', 1)" && "$state" != "($victim,"* ]] && break
+  state=$(expert1)
+  [[ "$state" == *" ready $((before + 1))" && "$state" != "$victim "* ]] && break
   sleep 0.05
 done
-[[ "$state" == *"'ready', 1)" ]] || { echo "expert 1 not ready again after its kill: $state"; exit 1; }
+[[ "$state" == *" ready $((before + 1))" ]] || { echo "expert 1 not ready again after its kill: $state"; exit 1; }
 echo "expert 1 restarted: $state"
 again=$(curl -s -H 'Authorization: Bearer secret-key' -H 'Content-Type: application/json' \
   -d '{"prompt": "Hello", "max_tokens": 8, "temperature": 0}' "http://127.0.0.1:$port/v1/completions")
