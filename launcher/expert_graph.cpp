@@ -52,19 +52,36 @@ std::string require_binary(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
+std::string ExpertGraph::binary(const std::string& name) const { return require_binary(bin_dir_, name); }
+
+ExpertGraph::Supervised& ExpertGraph::find(const std::string& role, int index) {
+  for (Supervised& p : procs_)
+    if (p.role == role && p.index == index) return p;
+  fail(ErrorKind::kInternal, "no process {}:{} in this graph", role, index);
+}
+
+void ExpertGraph::announce_hold(const std::string& who, pid_t pid) const {
+  spdlog::warn("{} (pid {}) waits for a debugger before its main loop; attach with:\n  {}", who, pid,
+               debugger_command(pid));
+}
+
 ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDirectory::create()) {
   using namespace std::chrono;
-  const std::string bin = o.bin_dir.empty() ? this_executable_dir() : o.bin_dir;
-  const std::string loader_bin = require_binary(bin, "tandem-loader");
-  const std::string worker_bin = require_binary(bin, "tandem-expert-worker");
+  bin_dir_ = o.bin_dir.empty() ? this_executable_dir() : o.bin_dir;
+  const std::string loader_bin = binary("tandem-loader");
+  const std::string worker_bin = binary("tandem-expert-worker");
   const std::vector<int> nodes = plan_worker_nodes(o.expert_workers, numa_node_count());
   const int W = int(nodes.size());
+  n_workers_ = W;
   const std::string arena_path = run_.file("arena");
+  const bool services = !o.in_process_requester;
   if (o.hold && !((o.hold->role == "loader" && o.hold->index == 0) ||
-                  (o.hold->role == "expert" && o.hold->index < W)))
-    fail_invalid("--hold {}: no such process; this graph has loader:0 and expert:0..{} (the gpu worker "
-                 "and coordinator run inside the tandem process: debug them with gdb --args tandem ...)",
-                 o.hold->name(), W - 1);
+                  (o.hold->role == "expert" && o.hold->index < W) ||
+                  (services && (o.hold->role == "gpu" || o.hold->role == "coordinator") && o.hold->index == 0)))
+    fail_invalid("--hold {}: no such process; this graph has loader:0 and expert:0..{}{}", o.hold->name(), W - 1,
+                 services ? ", gpu:0 and coordinator:0"
+                          : " (the gpu worker and coordinator run inside the tandem process: debug them with "
+                            "gdb --args tandem ...)");
   const bool hold_loader = o.hold && o.hold->role == "loader";
   const bool hold_expert = o.hold && o.hold->role == "expert";
   // A held process waits for a person: no start deadline then.
@@ -81,16 +98,35 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
                             "hosts the gpu worker (host backend) and the coordinator"});
     state_.open(run_.file("graph.json"), gs);
   }
-  auto announce = [](const std::string& who, pid_t pid) {
-    spdlog::warn("{} (pid {}) waits for a debugger before its main loop; attach with:\n  {}", who, pid,
-                 debugger_command(pid));
-  };
+  auto announce = [this](const std::string& who, pid_t pid) { announce_hold(who, pid); };
 
-  // 1. The loader builds the arena (with progress in its log) and exits.
-  {
-    spdlog::info("run {}: building the weight arena for {} expert worker(s)", run_.path(), W);
-    std::vector<std::string> argv = {loader_bin, "--model", o.model, "--run-dir", run_.path(),
-                                     "--arena", arena_path, "--worker-nodes", join(nodes, ",")};
+  // 1. The loader builds the arena (with progress in its log) and exits —
+  //    or, when it serves the manifest, stays and is supervised.
+  spdlog::info("run {}: building the weight arena for {} expert worker(s)", run_.path(), W);
+  std::vector<std::string> loader_argv = {loader_bin, "--model", o.model, "--run-dir", run_.path(),
+                                          "--arena", arena_path, "--worker-nodes", join(nodes, ",")};
+  if (o.loader_serves) {
+    const std::vector<std::string> more = {"--control", "ipc://" + run_.file("control.sock"),
+                                           "--coordinator-file", run_.file("coordinator-0.ready"),
+                                           "--parent-pid", std::to_string(::getpid()),
+                                           "--ready-file", run_.file("loader-0.ready")};
+    loader_argv.insert(loader_argv.end(), more.begin(), more.end());
+    std::vector<std::string> argv = loader_argv;
+    if (hold_loader) argv.push_back("--hold");
+    std::lock_guard lk(mu_);
+    procs_.push_back({"loader", 0, loader_argv, run_.file("loader-0.ready"),
+                      ChildProcess::spawn(argv, run_.file("loader-0.log")), {}, {}, false});
+    if (hold_loader) announce("loader:0", procs_.back().proc.pid());
+    state_.update([&](GraphState& s) {
+      s.processes.push_back({"loader", 0, procs_.back().proc.pid(), -1, "", "starting", 0,
+                             "owns the arena, serves its manifest"});
+      return true;
+    });
+  }
+  if (o.loader_serves) {
+    wait_ready(0, deadline);
+  } else {
+    std::vector<std::string> argv = loader_argv;
     if (hold_loader) argv.push_back("--hold");
     ChildProcess loader = ChildProcess::spawn(argv, run_.file("loader-0.log"));
     if (hold_loader) announce("loader:0", loader.pid());
@@ -107,7 +143,7 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
   }
   arena_ = std::make_unique<arena::Arena>(arena::Arena::open(arena_path));
   state_.update([&](GraphState& s) {
-    s.find("loader", 0)->state = "done";
+    if (!o.loader_serves) s.find("loader", 0)->state = "done";
     s.arena_bytes = arena_->size();
     return true;
   });
@@ -132,48 +168,110 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
     RingFile::create(p.responses, res);
     links.push_back(p);
   }
-  gpu::RemoteExpertsOptions ro;
-  if (o.restart_workers) ro.restart = [this](int w) { return restart_worker(w); };
-  // A worker under a debugger may sit at a breakpoint for as long as it takes.
-  if (hold_expert) ro.reply_timeout = hours(24 * 365);
-  ro.max_restarts = 1 << 30;  // the supervisor decides when a worker has failed
-  remote_ = std::make_unique<gpu::RemoteExperts>(links, ro);
+  if (o.in_process_requester) {
+    gpu::RemoteExpertsOptions ro;
+    if (o.restart_workers) ro.restart = [this](int w) { return restart_worker(w); };
+    // A worker under a debugger may sit at a breakpoint for as long as it takes.
+    if (hold_expert) ro.reply_timeout = hours(24 * 365);
+    ro.max_restarts = 1 << 30;  // the supervisor decides when a worker has failed
+    remote_ = std::make_unique<gpu::RemoteExperts>(links, ro);
+  }
   for (int w = 0; w < W; ++w) {
     const size_t n = cpus.size();
     const size_t b = size_t(w) * n / size_t(W);
     const size_t e = std::max(b + 1, size_t(w + 1) * n / size_t(W));
     std::vector<int> mine(cpus.begin() + long(b % n), cpus.begin() + long(std::min(e, n)));
-    worker_argv_.push_back(
-        {worker_bin, "--arena", arena_path, "--worker", std::to_string(w), "--requests",
-         links[size_t(w)].requests, "--responses", links[size_t(w)].responses, "--top-k",
-         std::to_string(top_k), "--threads", std::to_string(mine.size()), "--cpus", join(mine, ","),
-         "--parent-pid", std::to_string(::getpid()), "--ready-file", run_.file(fmt::format("expert-{}.ready", w))});
-    ready_files_.push_back(run_.file(fmt::format("expert-{}.ready", w)));
-    std::vector<std::string> argv = worker_argv_.back();  // a restarted worker is not held again
+    const std::vector<std::string> wargv = {
+        worker_bin, "--arena", arena_path, "--worker", std::to_string(w), "--requests",
+        links[size_t(w)].requests, "--responses", links[size_t(w)].responses, "--top-k",
+        std::to_string(top_k), "--threads", std::to_string(mine.size()), "--cpus", join(mine, ","),
+        "--parent-pid", std::to_string(::getpid()), "--ready-file", run_.file(fmt::format("expert-{}.ready", w))};
+    std::vector<std::string> argv = wargv;  // a restarted worker is not held again
     const bool held = hold_expert && o.hold->index == w;
     if (held) argv.push_back("--hold");
-    workers_.push_back(ChildProcess::spawn(argv, run_.file(fmt::format("expert-{}.log", w))));
-    if (held) announce(o.hold->name(), workers_.back().pid());
+    std::lock_guard lk(mu_);
+    procs_.push_back({"expert", w, wargv, run_.file(fmt::format("expert-{}.ready", w)),
+                      ChildProcess::spawn(argv, run_.file(fmt::format("expert-{}.log", w))), {}, {}, false});
+    if (held) announce(o.hold->name(), procs_.back().proc.pid());
     state_.update([&](GraphState& s) {
-      s.processes.push_back({"expert", w, workers_.back().pid(), nodes[size_t(w)], join(mine, ","), "starting", 0,
+      s.processes.push_back({"expert", w, procs_.back().proc.pid(), nodes[size_t(w)], join(mine, ","), "starting", 0,
                              held ? "held for a debugger" : ""});
       return true;
     });
   }
-  remote_->wait_ready(deadline, [this] { check_workers(); });
-  auto weights = ModelWeights::from_arena(*arena_);
-  model_ = std::make_unique<engine::Model>(c, std::move(weights), kernels::choose_isa_from_environment());
-  model_->set_routed_experts(remote_.get());
+  if (remote_) {
+    remote_->wait_ready(deadline, [this] { check_workers(); });
+    auto weights = ModelWeights::from_arena(*arena_);
+    model_ = std::make_unique<engine::Model>(c, std::move(weights), kernels::choose_isa_from_environment());
+    model_->set_routed_experts(remote_.get());
+  } else {
+    for (size_t i = 0; i < procs_.size(); ++i)
+      if (procs_[i].role == "expert") wait_ready(i, deadline);
+  }
   const std::vector<pid_t> pids = worker_pids();
-  spdlog::info("{} expert worker(s) serving (pids {}); the dense part runs here", W,
-               join(std::vector<int>(pids.begin(), pids.end()), " "));
-  supervision_.resize(size_t(W));
+  spdlog::info("{} expert worker(s) serving (pids {}); {}", W, join(std::vector<int>(pids.begin(), pids.end()), " "),
+               remote_ ? "the dense part runs here" : "starting the coordinator and the gpu worker");
   state_.update([&](GraphState& s) {
     for (ProcessEntry& p : s.processes)
-      if (p.role != "loader") p.state = "ready", p.note = p.role == "expert" ? "" : p.note;
+      if (p.role != "loader" || o.loader_serves) p.state = "ready", p.note = p.role == "expert" ? "" : p.note;
+    if (!remote_) s.find("launcher", 0)->note = "supervises the graph";
     return true;
   });
   supervisor_ = std::thread([this] { supervise(); });
+}
+
+void ExpertGraph::wait_ready(size_t i, std::chrono::steady_clock::time_point deadline) {
+  using namespace std::chrono;
+  for (;;) {
+    pid_t pid = 0;
+    std::string who, log;
+    {
+      std::lock_guard lk(mu_);
+      Supervised& p = procs_[i];
+      who = fmt::format("{}:{}", p.role, p.index);
+      if (!p.proc.running())
+        fail(ErrorKind::kPeerLost, "{} (pid {}) {} before it was ready; its log:\n{}", who, p.proc.pid(),
+             ChildProcess::describe(p.proc.status().value_or(-1)), p.proc.log_tail());
+      pid = p.proc.pid();
+      std::ifstream in(p.ready_file);
+      pid_t said = 0;
+      if (in >> said && said == pid) return;
+      if (steady_clock::now() > deadline)
+        fail(ErrorKind::kTimeout, "{} (pid {}) was not ready in time; its log:\n{}", who, pid, p.proc.log_tail());
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+}
+
+pid_t ExpertGraph::add_service(ServiceSpec spec, std::chrono::milliseconds timeout) {
+  using namespace std::chrono;
+  const bool held = options_.hold && options_.hold->role == spec.role && options_.hold->index == spec.index;
+  std::vector<std::string> argv = spec.argv;  // a restarted process is not held again
+  if (held) argv.push_back("--hold");
+  size_t i = 0;
+  pid_t pid = 0;
+  {
+    std::lock_guard lk(mu_);
+    procs_.push_back({spec.role, spec.index, spec.argv, spec.ready_file,
+                      ChildProcess::spawn(argv, run_.file(fmt::format("{}-{}.log", spec.role, spec.index))), {}, {},
+                      false});
+    i = procs_.size() - 1;
+    pid = procs_.back().proc.pid();
+    state_.update([&](GraphState& s) {
+      s.processes.push_back({spec.role, spec.index, pid, -1, join(kernels::allowed_cpus(), ","), "starting", 0,
+                             held ? "held for a debugger" : spec.note});
+      return true;
+    });
+  }
+  if (held) announce_hold(options_.hold->name(), pid);
+  wait_ready(i, held ? steady_clock::now() + hours(24 * 365) : steady_clock::now() + timeout);
+  state_.update([&](GraphState& s) {
+    ProcessEntry* e = s.find(spec.role, spec.index);
+    e->state = "ready";
+    e->note = spec.note;
+    return true;
+  });
+  return pid;
 }
 
 ExpertGraph::~ExpertGraph() {
@@ -185,13 +283,15 @@ ExpertGraph::~ExpertGraph() {
   if (supervisor_.joinable()) supervisor_.join();
   model_.reset();
   remote_.reset();
-  for (ChildProcess& w : workers_) w.stop();
+  // The coordinator first (it stops taking requests), the loader last.
+  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) it->proc.stop();
 }
 
 std::vector<pid_t> ExpertGraph::worker_pids() const {
   std::lock_guard lk(mu_);
   std::vector<pid_t> p;
-  for (const ChildProcess& w : workers_) p.push_back(w.pid());
+  for (const Supervised& s : procs_)
+    if (s.role == "expert") p.push_back(s.proc.pid());
   return p;
 }
 
@@ -204,28 +304,26 @@ int ExpertGraph::restarts() const {
 
 bool ExpertGraph::restart_worker(int w) {
   std::lock_guard lk(mu_);
-  ChildProcess& c = workers_.at(size_t(w));
-  if (c.running()) return false;  // running, or started again by the supervisor
-  Supervision& sv = supervision_.at(size_t(w));
-  if (sv.failed)
+  Supervised& p = find("expert", w);
+  if (p.proc.running()) return false;  // running, or started again by the supervisor
+  if (p.failed)
     fail(ErrorKind::kPeerLost, "expert worker {} keeps dying ({} restarts within a minute); its log:\n{}", w,
-         sv.restarts.size(), c.log_tail());
-  respawn(w);  // a request waits: no back-off
+         p.restarts.size(), p.proc.log_tail());
+  respawn(p);  // a request waits: no back-off
   return true;
 }
 
-void ExpertGraph::respawn(int w) {
-  ChildProcess& c = workers_[size_t(w)];
+void ExpertGraph::respawn(Supervised& p) {
+  ChildProcess& c = p.proc;
   const std::string how = c.status() ? ChildProcess::describe(*c.status()) : "is gone";
   const pid_t old = c.pid();
-  c = ChildProcess::spawn(worker_argv_[size_t(w)], c.log_path());
-  Supervision& sv = supervision_[size_t(w)];
-  sv.restarts.push_back(std::chrono::steady_clock::now());
-  sv.retry_at = {};
-  spdlog::warn("expert worker {} (pid {}) {}; started it again as pid {} (the arena is not rebuilt)", w,
+  c = ChildProcess::spawn(p.argv, c.log_path());
+  p.restarts.push_back(std::chrono::steady_clock::now());
+  p.retry_at = {};
+  spdlog::warn("{}:{} (pid {}) {}; started it again as pid {} (the arena is not rebuilt)", p.role, p.index,
                old, how, c.pid());
   state_.update([&](GraphState& s) {
-    ProcessEntry* e = s.find("expert", w);
+    ProcessEntry* e = s.find(p.role, p.index);
     e->pid = c.pid();
     e->state = "restarting";
     ++e->restarts;
@@ -250,34 +348,33 @@ void ExpertGraph::supervise() {
 void ExpertGraph::supervise_once() {
   using namespace std::chrono;
   const auto now = steady_clock::now();
-  for (size_t w = 0; w < workers_.size(); ++w) {
-    Supervision& sv = supervision_[w];
-    if (sv.failed) continue;
-    if (!workers_[w].running()) {
-      std::erase_if(sv.restarts, [&](auto t) { return now - t > minutes(1); });
-      if (int(sv.restarts.size()) >= options_.max_restarts_per_minute) {
-        sv.failed = true;
-        spdlog::error("expert worker {} {} and was restarted {} times within a minute: giving up on it", w,
-                      ChildProcess::describe(workers_[w].status().value_or(-1)), sv.restarts.size());
+  for (Supervised& p : procs_) {
+    if (p.failed) continue;
+    if (!p.proc.running()) {
+      std::erase_if(p.restarts, [&](auto t) { return now - t > minutes(1); });
+      if (int(p.restarts.size()) >= options_.max_restarts_per_minute) {
+        p.failed = true;
+        spdlog::error("{}:{} {} and was restarted {} times within a minute: giving up on it", p.role, p.index,
+                      ChildProcess::describe(p.proc.status().value_or(-1)), p.restarts.size());
         state_.update([&](GraphState& s) {
-          s.find("expert", int(w))->state = "failed";
+          s.find(p.role, p.index)->state = "failed";
           return true;
         });
         continue;
       }
-      if (sv.retry_at == steady_clock::time_point{}) {
-        const auto n = sv.restarts.size();
-        sv.retry_at = now + (n == 0 ? milliseconds(0) : std::min<milliseconds>(milliseconds(100 << std::min<size_t>(n - 1, 6)), seconds(5)));
+      if (p.retry_at == steady_clock::time_point{}) {
+        const auto n = p.restarts.size();
+        p.retry_at = now + (n == 0 ? milliseconds(0) : std::min<milliseconds>(milliseconds(100 << std::min<size_t>(n - 1, 6)), seconds(5)));
       }
-      if (now >= sv.retry_at) respawn(int(w));
+      if (now >= p.retry_at) respawn(p);
       continue;
     }
-    // Ready once the worker has written its pid to its ready file.
-    const pid_t pid = workers_[w].pid();
+    // Ready once the process has written its pid to its ready file.
+    const pid_t pid = p.proc.pid();
     state_.update([&](GraphState& s) {
-      ProcessEntry* e = s.find("expert", int(w));
-      if (e->state == "ready") return false;
-      std::ifstream in(ready_files_[w]);
+      ProcessEntry* e = s.find(p.role, p.index);
+      if (!e || e->state == "ready" || e->state == "starting") return false;
+      std::ifstream in(p.ready_file);
       pid_t said = 0;
       if (!(in >> said) || said != pid) return false;
       e->state = "ready";
@@ -321,11 +418,11 @@ engine::Model& LoadedModel::operator*() {
 }
 
 void ExpertGraph::check_workers() {
-  for (size_t w = 0; w < workers_.size(); ++w)
-    if (!workers_[w].running())
-      fail(ErrorKind::kPeerLost, "expert worker {} (pid {}) {} before it was ready; its log:\n{}", w,
-           workers_[w].pid(), ChildProcess::describe(workers_[w].status().value_or(-1)),
-           workers_[w].log_tail());
+  std::lock_guard lk(mu_);
+  for (Supervised& p : procs_)
+    if (p.role == "expert" && !p.proc.running())
+      fail(ErrorKind::kPeerLost, "expert worker {} (pid {}) {} before it was ready; its log:\n{}", p.index,
+           p.proc.pid(), ChildProcess::describe(p.proc.status().value_or(-1)), p.proc.log_tail());
 }
 
 }  // namespace tandem

@@ -48,6 +48,21 @@ struct ExpertGraphOptions {
   // More restarts of one worker than this within a minute: it is marked
   // failed and requests that need it get an error.
   int max_restarts_per_minute = 5;
+  // false (serve): no requester in this process — the gpu worker process is
+  // the requester — so the graph waits for the workers' ready files.
+  bool in_process_requester = true;
+  // The loader stays after building, serving the manifest to every
+  // coordinator of the run (serve); supervised and restarted like the rest.
+  bool loader_serves = false;
+};
+
+// A further supervised process of the graph (the coordinator, gpu workers).
+struct ServiceSpec {
+  std::string role;
+  int index = 0;
+  std::vector<std::string> argv;  // argv[0]: the binary's path (ExpertGraph::binary)
+  std::string ready_file;         // where it writes its pid once ready
+  std::string note;               // for `tandem ps`
 };
 
 // A supervisor thread restarts a dead expert worker at once (then with
@@ -61,6 +76,15 @@ class ExpertGraph {
   ~ExpertGraph();  // stops the workers and removes the run directory
 
   engine::Model& model() { return *model_; }
+  // Starts a process that the supervisor restarts (with back-off) if it
+  // dies, and waits until it has written its pid to its ready file; throws
+  // naming it, with its log's tail, if it exits first or takes longer than
+  // `timeout` (none while it is held for a debugger).
+  pid_t add_service(ServiceSpec spec, std::chrono::milliseconds timeout);
+  // A binary next to tandem's; throws kNotFound if it is missing.
+  std::string binary(const std::string& name) const;
+  int expert_workers() const { return n_workers_; }
+  const std::string& model_path() const { return options_.model; }
   const std::string& run_dir() const { return run_.path(); }
   std::vector<pid_t> worker_pids() const;
   int restarts() const;
@@ -69,7 +93,12 @@ class ExpertGraph {
   GraphState state() const { return state_.snapshot(); }
 
  private:
-  struct Supervision {
+  struct Supervised {
+    std::string role;
+    int index = 0;
+    std::vector<std::string> argv;
+    std::string ready_file;
+    ChildProcess proc;
     std::vector<std::chrono::steady_clock::time_point> restarts;  // within the last minute
     std::chrono::steady_clock::time_point retry_at{};              // set while backing off
     bool failed = false;
@@ -77,15 +106,22 @@ class ExpertGraph {
   void check_workers();
   // RemoteExpertsOptions::restart: starts worker w again if it is gone.
   bool restart_worker(int w);
-  void respawn(int w);  // under mu_
+  void respawn(Supervised& p);  // under mu_
   void supervise();
   void supervise_once();
+  // Waits for p's ready file (p.proc exiting first is an error).
+  void wait_ready(size_t i, std::chrono::steady_clock::time_point deadline);
+  void announce_hold(const std::string& who, pid_t pid) const;
 
   ExpertGraphOptions options_;
   GraphStateFile state_;
-  mutable std::mutex mu_;  // workers_ and supervision_
-  std::vector<Supervision> supervision_;
-  std::vector<std::string> ready_files_;
+  mutable std::mutex mu_;  // procs_
+  // In the order they were started: the loader when it stays, the expert
+  // workers, then the services.
+  std::vector<Supervised> procs_;
+  Supervised& find(const std::string& role, int index);
+  int n_workers_ = 0;
+  std::string bin_dir_;
   bool stopping_ = false;
   std::condition_variable stop_cv_;
   std::thread supervisor_;
@@ -93,8 +129,6 @@ class ExpertGraph {
   RunDirectory run_;
   std::unique_ptr<ModelSource> config_source_;
   std::unique_ptr<arena::Arena> arena_;
-  std::vector<ChildProcess> workers_;
-  std::vector<std::vector<std::string>> worker_argv_;
   std::unique_ptr<gpu::RemoteExperts> remote_;
   std::unique_ptr<engine::Model> model_;
 };

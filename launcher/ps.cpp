@@ -33,7 +33,7 @@ int run_ps(const PsOptions& o, std::ostream& out) {
     uint64_t total_pss = 0;
     int live = 0;
     nlohmann::json procs = nlohmann::json::array();
-    std::string table = fmt::format("{:<9} {:>5} {:>8} {:>4} {:<8} {:<10} {:>8} {:>11} {:>11}\n", "ROLE", "INDEX",
+    std::string table = fmt::format("{:<11} {:>5} {:>8} {:>4} {:<8} {:<10} {:>8} {:>11} {:>11}\n", "ROLE", "INDEX",
                                     "PID", "NODE", "CORES", "STATE", "RESTARTS", "RSS", "PSS");
     for (const ProcessEntry& p : g.processes) {
       const std::optional<MemoryUse> found = p.state == "done" ? std::nullopt : memory_use(p.pid);
@@ -45,7 +45,7 @@ int run_ps(const PsOptions& o, std::ostream& out) {
       procs.push_back({{"role", p.role}, {"index", p.index}, {"pid", p.pid}, {"node", p.node}, {"cpus", p.cpus},
                        {"state", state}, {"restarts", p.restarts}, {"note", p.note},
                        {"rss_bytes", m.rss_bytes}, {"pss_bytes", m.pss_bytes}});
-      table += fmt::format("{:<9} {:>5} {:>8} {:>4} {:<8} {:<10} {:>8} {:>11} {:>11}{}\n", p.role, p.index, p.pid,
+      table += fmt::format("{:<11} {:>5} {:>8} {:>4} {:<8} {:<10} {:>8} {:>11} {:>11}{}\n", p.role, p.index, p.pid,
                            p.node < 0 ? "-" : std::to_string(p.node), p.cpus.empty() ? "-" : p.cpus, state,
                            p.restarts, mem ? mib(m.rss_bytes) : "-", mem ? mib(m.pss_bytes) : "-",
                            p.note.empty() ? "" : "  (" + p.note + ")");

@@ -1,18 +1,56 @@
 #include "launcher/serve.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/model/model_source.h"
 #include "common/text/jinja/chat_template.h"
 #include "common/text/tokenizer.h"
 #include "services/coordinator/generator.h"
 #include "services/coordinator/http_server.h"
 #include "services/coordinator/openai_api.h"
+#include "services/gpu_worker/step_runner.h"
 
 namespace tandem {
+namespace {
+
+std::string model_name_of(const ServeOptions& o) {
+  std::string n = o.model_name.empty() ? std::filesystem::path(o.model).filename().string() : o.model_name;
+  return n.empty() ? "tandem" : n;
+}
+
+// Everything in this process: --single-process, or a model without routed
+// experts.
+int serve_here(const ServeOptions& o, coordinator::HttpServer server, const std::atomic<bool>& stop) {
+  LoadedModel model(o.model, o.engine);
+  auto tok = text::Tokenizer::load(o.model);
+  std::optional<text::ChatTemplate> tmpl;
+  if (!tok.info().chat_template.empty()) tmpl = text::ChatTemplate::parse(tok.info().chat_template, o.model);
+  else spdlog::warn("{} has no chat template: /v1/chat/completions will answer 400", o.model);
+  gpu::StepRunner runner(*model);
+  coordinator::Generator gen(runner, tok);
+  coordinator::ApiOptions ao;
+  ao.api_key = o.api_key;
+  if (ao.api_key.empty())
+    if (const char* k = std::getenv("TANDEM_API_KEY")) ao.api_key = k;
+  ao.model_name = model_name_of(o);
+  coordinator::OpenAiApi api(gen, std::move(tmpl), ao);
+  spdlog::info("listening on http://{}:{} (model '{}'{}); stop with Ctrl-C", o.host, server.port(),
+               ao.model_name, ao.api_key.empty() ? "" : ", API key required");
+  server.serve([&](const coordinator::HttpRequest& r, coordinator::HttpResponder& out) { api.handle(r, out); },
+               stop);
+  spdlog::info("stopped after {} requests", gen.requests_served());
+  return 0;
+}
+
+}  // namespace
 
 int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   coordinator::HttpServerOptions ho;
@@ -20,24 +58,45 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   ho.port = o.port;
   // Bind first: a busy port is reported before minutes of loading.
   auto server = coordinator::HttpServer::listen(ho);
-  LoadedModel model(o.model, o.engine);
-  auto tok = text::Tokenizer::load(o.model);
-  std::optional<text::ChatTemplate> tmpl;
-  if (!tok.info().chat_template.empty()) tmpl = text::ChatTemplate::parse(tok.info().chat_template, o.model);
-  else spdlog::warn("{} has no chat template: /v1/chat/completions will answer 400", o.model);
-  coordinator::Generator gen(*model, tok);
-  coordinator::ApiOptions ao;
-  ao.api_key = o.api_key;
-  if (ao.api_key.empty())
-    if (const char* k = std::getenv("TANDEM_API_KEY")) ao.api_key = k;
-  ao.model_name = o.model_name.empty() ? std::filesystem::path(o.model).filename().string() : o.model_name;
-  if (ao.model_name.empty()) ao.model_name = "tandem";
-  coordinator::OpenAiApi api(gen, std::move(tmpl), ao);
-  spdlog::info("listening on http://{}:{} (model '{}'{}); stop with Ctrl-C", o.host, server.port(),
-               ao.model_name, ao.api_key.empty() ? "" : ", API key required");
-  server.serve([&](const coordinator::HttpRequest& r, coordinator::HttpResponder& out) { api.handle(r, out); },
-               stop);
-  spdlog::info("stopped after {} requests", gen.requests_served());
+  if (o.engine.single_process || ModelSource::open(o.model)->config().moe.n_experts == 0)
+    return serve_here(o, std::move(server), stop);
+
+  // The process graph: loader, expert workers, then the coordinator and the
+  // gpu worker, each its own supervised process.
+  ExpertGraphOptions g;
+  g.model = o.model;
+  g.expert_workers = o.engine.expert_workers;
+  g.hold = o.engine.hold;
+  g.command = "serve";
+  g.in_process_requester = false;
+  g.loader_serves = true;
+  ExpertGraph graph(g);
+  // The coordinator inherits the listening socket (a duplicate without
+  // close-on-exec), so a restarted one serves the same port and connections
+  // made in between wait in the backlog. The API key travels in the
+  // environment, not on a command line others can read.
+  const int fd = ::dup(server.fd());
+  if (fd < 0) throw Error(ErrorKind::kSystem, "dup of the listening socket", errno);
+  if (!o.api_key.empty()) ::setenv("TANDEM_API_KEY", o.api_key.c_str(), 1);
+  const std::string run = graph.run_dir();
+  const std::string parent = std::to_string(::getpid());
+  using namespace std::chrono;
+  graph.add_service({"coordinator", 0,
+                     {graph.binary("tandem-coordinator"), "--model", o.model, "--run-dir", run, "--listen-fd",
+                      std::to_string(fd), "--host", o.host, "--model-name", model_name_of(o), "--parent-pid", parent},
+                     run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler"},
+                    seconds(120));
+  graph.add_service({"gpu", 0,
+                     {graph.binary("tandem-gpu-worker"), "--model", o.model, "--run-dir", run, "--experts",
+                      std::to_string(graph.expert_workers()), "--parent-pid", parent, "--ready-file",
+                      run + "/gpu-0.ready"},
+                     run + "/gpu-0.ready", "host backend: attention, router, shared experts, head, sampling"},
+                    seconds(600));
+  const char* key = std::getenv("TANDEM_API_KEY");
+  spdlog::info("listening on http://{}:{} (model '{}'{}); run {}; stop with Ctrl-C or `tandem stop`", o.host,
+               server.port(), model_name_of(o), key && *key ? ", API key required" : "", run);
+  while (!stop.load()) std::this_thread::sleep_for(milliseconds(100));
+  spdlog::info("stopping the graph");
   return 0;
 }
 

@@ -119,6 +119,47 @@ struct Shutdown {
   reason @0 :Text;
 }
 
+# Coordinator → gpu worker: one step of continuous batching
+# (services/gpu_worker/step.h says what the fields mean).
+struct Sampling {
+  temperature @0 :Float32;
+  topK @1 :Int32;
+  topP @2 :Float32;
+  minP @3 :Float32;
+  repetitionPenalty @4 :Float32;
+  repeatLastN @5 :Int32;
+  seed @6 :UInt64;
+}
+
+struct StepSequence {
+  id @0 :UInt64;
+  position @1 :UInt64;        # tokens of the sequence the worker already holds
+  tokens @2 :List(UInt32);    # appended at position
+  sample @3 :Bool;            # sample the token after them
+  # Read at position 0, where the item (re)opens the sequence:
+  capacity @4 :UInt64;
+  sampling @5 :Sampling;
+  topLogprobs @6 :Int32;      # -1: none
+}
+
+struct StepRequest {
+  sequences @0 :List(StepSequence);
+  release @1 :List(UInt64);   # ended sequences, freed before the step runs
+}
+
+struct SampledToken {
+  sampled @0 :Bool;
+  token @1 :UInt32;
+  logprob @2 :Float32;
+  topIds @3 :List(UInt32);
+  topLogprobs @4 :List(Float32);
+}
+
+# Gpu worker → coordinator: one entry per StepRequest sequence, in order.
+struct StepReply {
+  results @0 :List(SampledToken);
+}
+
 struct Envelope {
   # Per-sender sequence number of this message, from 1.
   messageId @0 :UInt64;
@@ -139,6 +180,8 @@ struct Envelope {
     manifestRequest @9 :ManifestRequest;
     manifestReply @10 :ManifestReply;
     shutdown @11 :Shutdown;
+    stepRequest @12 :StepRequest;
+    stepReply @13 :StepReply;
     # Append new messages here, with the next ordinal.
   }
 }

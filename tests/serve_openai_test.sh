@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `tandem serve` with 2 expert workers on the default model, driven by the
 # official openai npm client (tests/npm/openai_client.mjs; it also SIGKILLs
-# each expert worker in turn under 8 concurrent streams, which must finish
-# with the undisturbed tokens); then `tandem ps`
+# each expert worker, the gpu worker and the loader in turn under 8
+# concurrent streams, which must finish with the undisturbed tokens, then the
+# coordinator, after which new requests must succeed); then `tandem ps`
 # (every process, states, PSS bound), an expert worker killed and restarted
 # while idle, and `tandem stop`, which must stop it cleanly and leave no run
 # directory behind.
@@ -30,17 +31,18 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models"
 [[ "$code" == 401 ]] || { echo "expected 401 without the API key, got $code"; exit 1; }
 # The client lives beside its node_modules so that `import "openai"` resolves.
 cp "$(dirname "$0")/npm/openai_client.mjs" "$modules/../openai_client.mjs"
-experts=$(TANDEM_RUN_BASE=$base "$build/bin/tandem" ps --json | python3 -c '
+# Victims for the fault test, in the order they are killed: both expert
+# workers, the gpu worker, the loader; then the coordinator.
+pids_of() { TANDEM_RUN_BASE=$base "$build/bin/tandem" ps --json | python3 -c '
 import json, sys
-print(",".join(str(p["pid"]) for p in json.load(sys.stdin)["runs"][0]["processes"] if p["role"] == "expert"))')
-[[ "$experts" == *,* ]] || { echo "no expert worker pids from tandem ps: '$experts'"; exit 1; }
-node "$modules/../openai_client.mjs" "http://127.0.0.1:$port/v1" secret-key "$experts" ||
-  { tail -20 "$work/serve.log"; exit 1; }
-# The 8 concurrent streams shared forward passes (continuous batching).
-batch=$(curl -s -H 'Authorization: Bearer secret-key' "http://127.0.0.1:$port/metrics" |
-  awk '$1 == "tandem_step_sequences_max" { print $2 }')
-[[ -n "$batch" && "$batch" -ge 2 ]] || { echo "no batched steps (tandem_step_sequences_max='$batch')"; exit 1; }
-echo "largest batch: $batch sequences"
+procs = json.load(sys.stdin)["runs"][0]["processes"]
+print(",".join(str(p["pid"]) for r in sys.argv[1].split(",") for p in procs if p["role"] == r))' "$1"; }
+victims=$(pids_of expert,gpu,loader)
+coordinator=$(pids_of coordinator)
+[[ "$victims" =~ ^[0-9]+,[0-9]+,[0-9]+,[0-9]+$ && -n "$coordinator" ]] ||
+  { echo "pids from tandem ps: victims '$victims', coordinator '$coordinator'"; exit 1; }
+node "$modules/../openai_client.mjs" "http://127.0.0.1:$port/v1" secret-key "$victims" "$coordinator" ||
+  { tail -20 "$work/serve.log"; for f in "$base"/run-*/*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
 
 # tandem ps: every process of the graph, its state and memory; the summed PSS
 # within 1.1 x arena + 50 MiB per process (no request runs: no KV cache).
@@ -51,7 +53,10 @@ runs = json.load(sys.stdin)["runs"]
 assert len(runs) == 1, runs
 r = runs[0]
 roles = sorted((p["role"], p["index"], p["state"]) for p in r["processes"])
-assert roles == [("expert", 0, "ready"), ("expert", 1, "ready"), ("launcher", 0, "ready"), ("loader", 0, "done")], roles
+assert roles == [("coordinator", 0, "ready"), ("expert", 0, "ready"), ("expert", 1, "ready"), ("gpu", 0, "ready"),
+                 ("launcher", 0, "ready"), ("loader", 0, "ready")], roles
+restarted = {p["role"]: p["restarts"] for p in r["processes"]}
+assert all(restarted[k] == 1 for k in ("coordinator", "gpu", "loader")), restarted
 assert all(p["pss_bytes"] > 0 for p in r["processes"] if p["state"] == "ready"), r
 assert r["total_pss_bytes"] <= r["pss_bound_bytes"], (r["total_pss_bytes"], r["pss_bound_bytes"])
 print("ps: summed PSS %.1f MiB <= bound %.1f MiB (arena %.1f MiB)" % (r["total_pss_bytes"] / 2**20, r["pss_bound_bytes"] / 2**20, r["arena_bytes"] / 2**20))

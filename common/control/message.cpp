@@ -52,6 +52,8 @@ std::string message_name(proto::Envelope::Reader envelope) {
     case proto::Envelope::MANIFEST_REQUEST: return "manifestRequest";
     case proto::Envelope::MANIFEST_REPLY: return "manifestReply";
     case proto::Envelope::SHUTDOWN: return "shutdown";
+    case proto::Envelope::STEP_REQUEST: return "stepRequest";
+    case proto::Envelope::STEP_REPLY: return "stepReply";
   }
   return fmt::format("unknown({})", static_cast<unsigned>(envelope.which()));
 }

@@ -127,16 +127,20 @@ TEST(Sampler, GreedyFiltersAndSeeds) {
   k1.top_k = 1;
   Sampler s(k1);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(s.sample(logits, {}), 1u);
-  // Same seed, same draws; min_p excludes the unlikely token 3.
+  // Same seed, same draws (a draw depends on seed and position); min_p
+  // excludes the unlikely token 3.
   SamplingParams r;
   r.temperature = 1.0f;
   r.min_p = 0.05f;
   r.seed = 7;
   Sampler a(r), b(r);
   int count[4] = {};
+  std::vector<uint32_t> history;
   for (int i = 0; i < 400; ++i) {
-    uint32_t x = a.sample(logits, {});
-    EXPECT_EQ(x, b.sample(logits, {}));
+    uint32_t x = a.sample(logits, history);
+    EXPECT_EQ(x, b.sample(logits, history));
+    EXPECT_EQ(x, a.sample(logits, history));  // the same position draws the same again
+    history.push_back(x);
     count[x]++;
   }
   EXPECT_EQ(count[3], 0);

@@ -24,7 +24,7 @@ uint32_t argmax(std::span<const float> logits) {
   return uint32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) { validate(p); }
+Sampler::Sampler(const SamplingParams& p) : p_(p) { validate(p); }
 
 uint32_t Sampler::sample(std::span<const float> logits, std::span<const uint32_t> history) {
   std::vector<float> l(logits.begin(), logits.end());
@@ -59,8 +59,11 @@ uint32_t Sampler::sample(std::span<const float> logits, std::span<const uint32_t
     while (n < keep && prob[n] >= p_.min_p * prob[0]) ++n;
     keep = n;
   }
+  // The draw depends on the seed and the position only (not on earlier
+  // draws), so a sequence replayed after a worker restart draws the same.
+  std::mt19937_64 rng(p_.seed ^ (uint64_t(history.size() + 1) * 0x9E3779B97F4A7C15ull));
   std::discrete_distribution<size_t> draw(prob.begin(), prob.begin() + long(keep));
-  return idx[draw(rng_)];
+  return idx[draw(rng)];
 }
 
 }  // namespace tandem::engine

@@ -26,12 +26,13 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
   // Picks the next token from one row of logits; history is the sequence so
-  // far (prompt and generated tokens) for the repetition penalty.
+  // far (prompt and generated tokens) for the repetition penalty. A random
+  // draw is a function of (seed, history.size()): the same position of the
+  // same seeded request draws the same way however often it is recomputed.
   uint32_t sample(std::span<const float> logits, std::span<const uint32_t> history);
 
  private:
   SamplingParams p_;
-  std::mt19937_64 rng_;
 };
 
 // Index of the largest logit (lowest index on ties).

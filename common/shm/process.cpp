@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -62,6 +63,17 @@ ProcessId parse_process_id(const std::string& text) {
       std::from_chars(b + colon + 1, e, id.start_ticks).ptr != e || id.pid <= 0)
     fail_invalid("malformed process id '{}' (expected pid:start_ticks)", text);
   return id;
+}
+
+void write_pid_file(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << ::getpid() << "\n";
+    if (!f) fail(ErrorKind::kSystem, "cannot write {}", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(ErrorKind::kSystem, "cannot rename " + tmp + " to " + path, errno);
 }
 
 }  // namespace tandem

@@ -30,4 +30,8 @@ bool is_alive(const ProcessId& id);
 std::string to_string(const ProcessId& id);
 ProcessId parse_process_id(const std::string& text);
 
+// Writes "<this pid>\n" to `path` whole (a temporary file, then rename), the
+// way a process tells its supervisor and peers that it is ready.
+void write_pid_file(const std::string& path);
+
 }  // namespace tandem

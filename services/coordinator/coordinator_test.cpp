@@ -18,6 +18,7 @@
 #include "services/coordinator/generator.h"
 #include "services/coordinator/http_server.h"
 #include "services/coordinator/openai_api.h"
+#include "services/gpu_worker/step_runner.h"
 #include "tools/gen_model/gen_model.h"
 
 namespace tandem::coordinator {
@@ -51,7 +52,8 @@ class CoordinatorTest : public ::testing::Test {
 };
 
 TEST_F(CoordinatorTest, StopStringsCutTheTextAndAreNeverStreamed) {
-  Generator gen(*model_, *tok_);
+  gpu::StepRunner runner(*model_);
+  Generator gen(runner, *tok_);
   const std::vector<uint32_t> prompt{1, 2, 3, 4};
   GenerationParams p;
   p.max_tokens = 24;
@@ -83,7 +85,8 @@ TEST_F(CoordinatorTest, StopStringsCutTheTextAndAreNeverStreamed) {
 }
 
 TEST_F(CoordinatorTest, ACancelledGenerationStopsAtOnce) {
-  Generator gen(*model_, *tok_);
+  gpu::StepRunner runner(*model_);
+  Generator gen(runner, *tok_);
   GenerationParams p;
   p.max_tokens = 50;
   int events = 0;
@@ -116,14 +119,16 @@ TEST_F(CoordinatorTest, ConcurrentRequestsShareStepsAndGetTheirOwnTokens) {
   }
   std::vector<GenerationResult> alone;
   {
-    Generator gen(*model_, *tok_);
+    gpu::StepRunner runner(*model_);
+    Generator gen(runner, *tok_);
     for (const Job& j : jobs) alone.push_back(gen.generate(j.prompt, j.p));
     EXPECT_EQ(gen.stats().max_step_sequences, 1u);
   }
   GeneratorOptions o;
   o.max_step_tokens = 8;  // prompts longer than this prefill in chunks
   o.max_sequences = 4;    // two requests wait for a place
-  Generator gen(*model_, *tok_, o);
+  gpu::StepRunner runner2(*model_);
+  Generator gen(runner2, *tok_, o);
   std::vector<GenerationResult> together(jobs.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < jobs.size(); ++i)
@@ -144,6 +149,96 @@ TEST_F(CoordinatorTest, ConcurrentRequestsShareStepsAndGetTheirOwnTokens) {
   EXPECT_EQ(st.running + st.waiting, 0u);
 }
 
+// A gpu worker that loses every sequence at the given steps, as a restarted
+// one would: it forgets them all and says it was lost.
+class ForgetfulStepper final : public gpu::Stepper {
+ public:
+  ForgetfulStepper(engine::Model& m, std::vector<int> at, ErrorKind how) : runner_(m), at_(std::move(at)), how_(how) {}
+  std::vector<gpu::SampledToken> step(std::span<const gpu::StepItem> items) override {
+    if (std::find(at_.begin(), at_.end(), ++steps_) != at_.end()) {
+      runner_.clear();
+      ++losses;
+      fail(how_, "the worker forgot everything (test)");
+    }
+    return runner_.step(items);
+  }
+  void release(uint64_t s) override { runner_.release(s); }
+  bool wait_ready(std::chrono::steady_clock::time_point) override { return ++waits, true; }
+  const ModelConfig& config() const override { return runner_.config(); }
+  int losses = 0, waits = 0;
+
+ private:
+  gpu::StepRunner runner_;
+  std::vector<int> at_;
+  int steps_ = 0;
+  ErrorKind how_;
+};
+
+// Replay after a lost worker: requests (greedy and seeded, prompts in
+// chunks) end with exactly the tokens of an undisturbed run.
+TEST_F(CoordinatorTest, LostWorkerIsReplayedIntoAndRequestsKeepTheirTokens) {
+  std::vector<std::vector<uint32_t>> prompts;
+  std::vector<GenerationParams> params;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<uint32_t> pr;
+    for (int t = 0; t < 5 + 9 * i; ++t) pr.push_back(uint32_t(1 + (t * 53 + i * 7) % 200));
+    prompts.push_back(pr);
+    GenerationParams p;
+    p.max_tokens = 20;
+    p.top_logprobs = 2;
+    if (i % 2) {
+      p.sampling.temperature = 0.9f;
+      p.sampling.seed = uint64_t(7 + i);
+    }
+    params.push_back(p);
+  }
+  GeneratorOptions o;
+  o.max_step_tokens = 6;
+  std::vector<GenerationResult> undisturbed(prompts.size()), replayed(prompts.size());
+  auto run_all = [&](gpu::Stepper& st, std::vector<GenerationResult>& out) {
+    Generator gen(st, *tok_, o);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      threads.emplace_back([&, i] { out[i] = gen.generate(prompts[i], params[i]); });
+    for (auto& t : threads) t.join();
+    return gen.stats();
+  };
+  gpu::StepRunner runner(*model_);
+  run_all(runner, undisturbed);
+  for (ErrorKind how : {ErrorKind::kPeerLost, ErrorKind::kNotFound}) {
+    ForgetfulStepper flaky(*model_, {9, 25, 26}, how);  // mid-prefill, mid-decode, mid-replay
+    const GeneratorStats st = run_all(flaky, replayed);
+    EXPECT_EQ(flaky.losses, 3);
+    EXPECT_EQ(st.recoveries, uint64_t(flaky.losses));
+    EXPECT_EQ(flaky.waits, how == ErrorKind::kPeerLost ? flaky.losses : 0);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(replayed[i].tokens, undisturbed[i].tokens) << "request " << i;
+      EXPECT_EQ(replayed[i].text, undisturbed[i].text) << "request " << i;
+      ASSERT_EQ(replayed[i].events.size(), undisturbed[i].events.size());
+      for (size_t k = 0; k < replayed[i].events.size(); ++k)
+        EXPECT_EQ(replayed[i].events[k].token.logprob, undisturbed[i].events[k].token.logprob);
+    }
+  }
+  // A worker that never comes back: the requests fail with kPeerLost.
+  struct Gone final : gpu::Stepper {
+    explicit Gone(engine::Model& m) : r(m) {}
+    std::vector<gpu::SampledToken> step(std::span<const gpu::StepItem>) override {
+      fail(ErrorKind::kPeerLost, "gone (test)");
+    }
+    void release(uint64_t) override {}
+    bool wait_ready(std::chrono::steady_clock::time_point) override { return false; }
+    const ModelConfig& config() const override { return r.config(); }
+    gpu::StepRunner r;
+  } gone(*model_);
+  Generator gen(gone, *tok_);
+  try {
+    gen.generate(prompts[0], params[0]);
+    ADD_FAILURE() << "expected kPeerLost";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPeerLost) << e.what();
+  }
+}
+
 // One raw request over a socket; returns the whole answer.
 std::string http_exchange(int port, const std::string& raw) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -162,7 +257,8 @@ std::string http_exchange(int port, const std::string& raw) {
 }
 
 TEST_F(CoordinatorTest, HttpErrorsHaveStatusesAndOpenAiShape) {
-  Generator gen(*model_, *tok_);
+  gpu::StepRunner runner(*model_);
+  Generator gen(runner, *tok_);
   ApiOptions ao;
   ao.api_key = "k";
   OpenAiApi api(gen, std::nullopt, ao);

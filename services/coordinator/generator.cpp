@@ -14,9 +14,9 @@ namespace tandem::coordinator {
 // A request between its thread (generate) and the scheduler. The scheduler
 // owns `seq` until it sets `done`; events pass under `mu`.
 struct Generator::Request {
-  Request(const engine::Model& model, const text::Tokenizer& tok, const std::vector<uint32_t>& prompt,
+  Request(uint64_t id, const ModelConfig& config, const text::Tokenizer& tok, const std::vector<uint32_t>& prompt,
           const GenerationParams& p)
-      : seq(model, tok, prompt, p) {}
+      : seq(id, config, tok, prompt, p) {}
   Sequence seq;
   std::atomic<bool> cancelled{false};
   std::mutex mu;
@@ -36,11 +36,11 @@ struct Generator::Request {
   }
 };
 
-Generator::Generator(engine::Model& model, const text::Tokenizer& tokenizer, GeneratorOptions options)
-    : model_(model), tok_(tokenizer), options_(options) {
+Generator::Generator(gpu::Stepper& stepper, const text::Tokenizer& tokenizer, GeneratorOptions options)
+    : stepper_(stepper), tok_(tokenizer), options_(options) {
   if (options_.max_sequences < 1 || options_.max_step_tokens < 1)
     fail_invalid("the scheduler needs at least one sequence and one token per step");
-  const uint32_t m = model.config().max_positions;
+  const uint32_t m = stepper.config().max_positions;
   context_ = m > 0 ? int64_t(m) : 4096;
   scheduler_ = std::thread([this] { run(); });
 }
@@ -60,7 +60,7 @@ GeneratorStats Generator::stats() const {
 }
 
 void Generator::check(const std::vector<uint32_t>& prompt, const GenerationParams& p) const {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = stepper_.config();
   if (prompt.empty()) fail_invalid("the prompt is empty");
   if (p.max_tokens < 1) fail_invalid("max_tokens must be at least 1");
   for (uint32_t id : prompt)
@@ -74,10 +74,11 @@ void Generator::check(const std::vector<uint32_t>& prompt, const GenerationParam
 GenerationResult Generator::generate(const std::vector<uint32_t>& prompt, const GenerationParams& p,
                                      const std::function<bool(const TokenEvent&)>& on_event) {
   check(prompt, p);
-  auto r = std::make_shared<Request>(model_, tok_, prompt, p);
+  std::shared_ptr<Request> r;
   {
     std::lock_guard lk(mu_);
     if (stopping_) fail(ErrorKind::kPeerLost, "the server is stopping");
+    r = std::make_shared<Request>(next_id_++, stepper_.config(), tok_, prompt, p);
     waiting_.push_back(r);
     stats_.waiting = waiting_.size();
   }
@@ -122,7 +123,17 @@ void Generator::run() {
   for (;;) {
     {
       std::unique_lock lk(mu_);
-      wake_.wait(lk, [&] { return stopping_ || !waiting_.empty() || !running.empty(); });
+      // Idle: the stepper is called now and then (heartbeats, releases).
+      while (!wake_.wait_for(lk, std::chrono::milliseconds(100),
+                             [&] { return stopping_ || !waiting_.empty() || !running.empty(); })) {
+        lk.unlock();
+        try {
+          stepper_.idle();
+        } catch (const std::exception& e) {
+          spdlog::warn("while idle: {}", e.what());
+        }
+        lk.lock();
+      }
       if (stopping_) break;
       while (!waiting_.empty() && int(running.size()) < options_.max_sequences) {
         running.push_back(std::move(waiting_.front()));
@@ -131,9 +142,10 @@ void Generator::run() {
       stats_.running = running.size();
       stats_.waiting = waiting_.size();
     }
-    std::erase_if(running, [](const std::shared_ptr<Request>& r) {
+    std::erase_if(running, [this](const std::shared_ptr<Request>& r) {
       if (!r->cancelled) return false;
       r->seq.cancel();
+      end(*r);
       std::vector<TokenEvent> none;
       r->deliver(none, true);
       return true;
@@ -149,36 +161,76 @@ void Generator::run() {
   waiting_.clear();
 }
 
+void Generator::end(Request& r) {
+  try {
+    stepper_.release(r.seq.id());
+  } catch (const std::exception& e) {
+    spdlog::warn("releasing sequence {}: {}", r.seq.id(), e.what());
+  }
+}
+
+bool Generator::recover(std::vector<std::shared_ptr<Request>>& running, const std::exception& why) {
+  {
+    std::lock_guard lk(mu_);
+    ++stats_.recoveries;
+  }
+  if (++failed_steps_ > options_.max_recoveries) {
+    spdlog::error("giving up after {} replays without progress: {}", options_.max_recoveries, why.what());
+    return false;
+  }
+  const auto* e = dynamic_cast<const Error*>(&why);
+  if (e && e->kind() == ErrorKind::kPeerLost) {
+    spdlog::warn("the gpu worker was lost ({}); waiting for it to come back", why.what());
+    if (!stepper_.wait_ready(std::chrono::steady_clock::now() + options_.recovery_timeout)) {
+      spdlog::error("no gpu worker came back within {} ms", options_.recovery_timeout.count());
+      return false;
+    }
+  }
+  spdlog::warn("replaying {} running sequence(s) into the gpu worker", running.size());
+  for (auto& r : running) r->seq.replay();
+  return true;
+}
+
 void Generator::step(std::vector<std::shared_ptr<Request>>& running) {
-  // Decoding sequences first (one token each), then prompt chunks in arrival
-  // order while the step's token budget lasts.
+  // Decoding sequences first (one token each), then prompt chunks (and
+  // replays) in arrival order while the step's token budget lasts.
   std::vector<Request*> members;
-  std::vector<engine::Model::Sequence> batch;
+  std::vector<gpu::StepItem> batch;
   int64_t budget = options_.max_step_tokens;
   for (auto& r : running)
     if (!r->seq.prefilling()) {
       members.push_back(r.get());
-      batch.push_back({r->seq.next_input(1), &r->seq.cache()});
+      batch.push_back(r->seq.next_item(1));
       --budget;
     }
   for (auto& r : running)
     if (r->seq.prefilling() && (budget > 0 || batch.empty())) {
       members.push_back(r.get());
-      batch.push_back({r->seq.next_input(budget), &r->seq.cache()});
+      batch.push_back(r->seq.next_item(budget));
       budget -= int64_t(batch.back().tokens.size());
     }
-  std::vector<float> logits;
+  std::vector<gpu::SampledToken> sampled;
   try {
-    logits = model_.forward_last(batch);
+    sampled = stepper_.step(batch);
+    failed_steps_ = 0;
   } catch (const std::exception& ex) {
+    const auto* e = dynamic_cast<const Error*>(&ex);
+    const bool lost = e && (e->kind() == ErrorKind::kPeerLost || e->kind() == ErrorKind::kNotFound);
+    if (lost && recover(running, ex)) return;
     spdlog::error("a step of {} sequences failed: {}", batch.size(), ex.what());
-    auto e = std::current_exception();
+    auto err = std::current_exception();
     std::vector<TokenEvent> none;
-    for (Request* m : members) m->deliver(none, true, e);
-    std::erase_if(running, [&](const auto& r) { return std::find(members.begin(), members.end(), r.get()) != members.end(); });
+    // After a lost worker every running sequence fails, else the step's.
+    for (auto& r : running)
+      if (lost || std::find(members.begin(), members.end(), r.get()) != members.end()) {
+        end(*r);
+        r->deliver(none, true, err);
+      }
+    std::erase_if(running, [&](const auto& r) {
+      return lost || std::find(members.begin(), members.end(), r.get()) != members.end();
+    });
     return;
   }
-  const size_t V = model_.config().vocab_size;
   struct Outcome {
     std::vector<TokenEvent> events;
     bool end = false;
@@ -189,12 +241,12 @@ void Generator::step(std::vector<std::shared_ptr<Request>>& running) {
   for (size_t i = 0; i < members.size(); ++i) {
     tokens += batch[i].tokens.size();
     try {
-      out[i].end = members[i]->seq.advance(int64_t(batch[i].tokens.size()),
-                                           std::span(logits).subspan(i * V, V), out[i].events);
+      out[i].end = members[i]->seq.advance(int64_t(batch[i].tokens.size()), sampled.at(i), out[i].events);
     } catch (const std::exception&) {
       out[i].end = true;
       out[i].error = std::current_exception();
     }
+    if (out[i].end) end(*members[i]);
     ended += out[i].end;
   }
   std::erase_if(running, [&](const auto& r) {

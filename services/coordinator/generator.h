@@ -1,14 +1,18 @@
 // Text generation for the API with continuous batching: every request thread
 // hands its prompt to one scheduler thread, which runs all admitted sequences
 // together — each step feeds every decoding sequence its last token and
-// prefilling ones a chunk of their prompt (Model::forward_last) — then samples
-// each, and hands the tokens back. A request joins the next step after it
+// prefilling ones a chunk of their prompt — on a gpu::Stepper (the gpu worker
+// process, or a StepRunner in this one), which samples each, and hands the
+// tokens back. When the gpu worker dies, the scheduler waits for its
+// successor and replays every running sequence into it (step.h), so the
+// requests go on with the tokens they would have had. A request joins the next step after it
 // arrives and leaves the batch when it finishes, so a long generation never
 // holds up a short one and decode steps are shared across requests. A row's
 // numbers do not depend on the rest of its batch (model.h), so a request gets
 // the same tokens alone or in company.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -18,15 +22,19 @@
 #include <thread>
 #include <vector>
 
-#include "common/engine/model.h"
 #include "common/text/tokenizer.h"
 #include "services/coordinator/generation.h"
+#include "services/gpu_worker/step.h"
 
 namespace tandem::coordinator {
 
 struct GeneratorOptions {
   int max_sequences = 16;         // sequences in one step; more requests wait
   int64_t max_step_tokens = 512;  // tokens in one step; longer prompts prefill in chunks
+  // How long running requests wait for a lost gpu worker to come back.
+  std::chrono::milliseconds recovery_timeout{60000};
+  // Replays in a row without one step succeeding before requests fail.
+  int max_recoveries = 8;
 };
 
 struct GeneratorStats {
@@ -36,11 +44,12 @@ struct GeneratorStats {
   uint64_t step_sequences = 0;     // sequences over all steps (÷ steps: mean batch)
   uint64_t max_step_sequences = 0; // the largest batch so far
   uint64_t running = 0, waiting = 0;
+  uint64_t recoveries = 0;         // times running sequences were replayed into a worker
 };
 
 class Generator {
  public:
-  Generator(engine::Model& model, const text::Tokenizer& tokenizer, GeneratorOptions options = {});
+  Generator(gpu::Stepper& stepper, const text::Tokenizer& tokenizer, GeneratorOptions options = {});
   ~Generator();  // requests still running end with an error
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;
@@ -63,8 +72,14 @@ class Generator {
   struct Request;
   void run();
   void step(std::vector<std::shared_ptr<Request>>& running);
+  // After a step failed because the worker lost its sequences: replays them
+  // all (waiting for a lost worker first); false when requests must fail.
+  bool recover(std::vector<std::shared_ptr<Request>>& running, const std::exception& why);
+  void end(Request& r);  // releases its sequence at the worker
 
-  engine::Model& model_;
+  gpu::Stepper& stepper_;
+  uint64_t next_id_ = 1;
+  int failed_steps_ = 0;  // consecutive recoveries without a successful step
   const text::Tokenizer& tok_;
   GeneratorOptions options_;
   int64_t context_;

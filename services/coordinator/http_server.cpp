@@ -1,5 +1,7 @@
 #include "services/coordinator/http_server.h"
 
+#include <fcntl.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -100,6 +102,22 @@ HttpServer HttpServer::listen(const HttpServerOptions& o) {
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   s.port_ = ntohs(addr.sin_port);
   s.listener_ = std::move(fd);
+  return s;
+}
+
+HttpServer HttpServer::adopt(int fd, const HttpServerOptions& o) {
+  HttpServer s;
+  s.options_ = o;
+  int listening = 0;
+  socklen_t olen = sizeof listening;
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &olen) != 0 || !listening ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.sin_family != AF_INET)
+    fail_invalid("file descriptor {} is not a listening TCP socket", fd);
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // not passed on to this process's children
+  s.port_ = ntohs(addr.sin_port);
+  s.listener_ = FileDescriptor(fd);
   return s;
 }
 

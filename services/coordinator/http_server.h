@@ -62,6 +62,12 @@ class HttpServer {
  public:
   // Binds and listens; throws tandem::Error(kSystem) naming host:port and errno.
   static HttpServer listen(const HttpServerOptions& o);
+  // Takes a socket that already listens (inherited from the launcher, so
+  // that a restarted coordinator serves the same port and connections made
+  // meanwhile wait in its backlog); throws kInvalidInput if it is not one.
+  static HttpServer adopt(int fd, const HttpServerOptions& o);
+  // The listening socket, e.g. to hand to a child process.
+  int fd() const { return listener_.get(); }
   HttpServer(HttpServer&&) noexcept = default;
   ~HttpServer();
   int port() const { return port_; }

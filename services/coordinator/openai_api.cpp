@@ -83,7 +83,11 @@ std::string message_text(const json& content) {
 }  // namespace
 
 OpenAiApi::OpenAiApi(Generator& generator, std::optional<text::ChatTemplate> chat_template, ApiOptions options)
-    : gen_(generator), template_(std::move(chat_template)), options_(std::move(options)) {}
+    : gen_(generator),
+      template_(std::move(chat_template)),
+      options_(std::move(options)),
+      next_id_(uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count())) {}
 
 std::string OpenAiApi::metrics() const {
   const GeneratorStats g = gen_.stats();
@@ -111,16 +115,20 @@ std::string OpenAiApi::metrics() const {
       "tandem_step_sequences_total {}\n"
       "# HELP tandem_step_sequences_max The largest batch of sequences in one forward pass.\n"
       "# TYPE tandem_step_sequences_max gauge\n"
-      "tandem_step_sequences_max {}\n",
+      "tandem_step_sequences_max {}\n"
+      "# HELP tandem_step_recoveries_total Times running requests were replayed into a restarted gpu worker.\n"
+      "# TYPE tandem_step_recoveries_total counter\n"
+      "tandem_step_recoveries_total {}\n",
       requests_.load(), errors_.load(), cancelled_.load(), prompt_tokens_.load(), completion_tokens_.load(),
-      g.running, g.waiting, g.steps, g.step_tokens, g.step_sequences, g.max_step_sequences);
+      g.running, g.waiting, g.steps, g.step_tokens, g.step_sequences, g.max_step_sequences, g.recoveries);
 }
 
 void OpenAiApi::handle(const HttpRequest& req, HttpResponder& out) {
   try {
     if (req.path == "/health") {
       if (req.method != "GET") throw ApiError{405, "use GET /health", ""};
-      out.send_json(200, R"({"status":"ok"})");
+      if (options_.ready && !options_.ready()) out.send_json(503, R"({"status":"starting"})");
+      else out.send_json(200, R"({"status":"ok"})");
       return;
     }
     if (!options_.api_key.empty() && req.header("authorization") != "Bearer " + options_.api_key)

@@ -6,6 +6,8 @@
 // "Authorization: Bearer <key>".
 #pragma once
 
+#include <functional>
+
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -20,6 +22,8 @@ namespace tandem::coordinator {
 struct ApiOptions {
   std::string model_name = "tandem";
   std::string api_key;  // empty: no authentication
+  // /health answers 503 "starting" while this says false (no gpu worker yet).
+  std::function<bool()> ready;
 };
 
 class OpenAiApi {
@@ -35,7 +39,9 @@ class OpenAiApi {
   Generator& gen_;
   std::optional<text::ChatTemplate> template_;
   ApiOptions options_;
-  std::atomic<uint64_t> next_id_{1};
+  // Completion ids count from the start time in microseconds, so a
+  // restarted coordinator does not hand out its predecessor's ids again.
+  std::atomic<uint64_t> next_id_;
   std::atomic<uint64_t> requests_{0}, errors_{0}, prompt_tokens_{0}, completion_tokens_{0};
   std::atomic<uint64_t> cancelled_{0};
 };

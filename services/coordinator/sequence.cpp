@@ -27,57 +27,64 @@ std::string token_text(const text::Tokenizer& tok, uint32_t id) {
   }
 }
 
-void log_softmax_top(std::span<const float> logits, uint32_t chosen, int top, TokenEvent& ev,
-                     const text::Tokenizer& tok) {
-  float mx = -INFINITY;
-  for (float v : logits) mx = std::max(mx, v);
-  double sum = 0;
-  for (float v : logits) sum += std::exp(double(v - mx));
-  const float lse = mx + float(std::log(sum));
-  ev.token.logprob = logits[chosen] - lse;
-  if (top <= 0) return;
-  std::vector<uint32_t> idx(logits.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = uint32_t(i);
-  const size_t k = std::min(idx.size(), size_t(top));
-  std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(),
-                    [&](uint32_t a, uint32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  for (size_t i = 0; i < k; ++i) {
-    const uint32_t id = idx[i];
-    ev.top.push_back({id, token_text(tok, id), logits[id] - lse});
-  }
-}
-
 }  // namespace
 
-Sequence::Sequence(const engine::Model& model, const text::Tokenizer& tok, std::vector<uint32_t> prompt,
-                   GenerationParams params)
-    : model_(model),
+Sequence::Sequence(uint64_t id, const ModelConfig& config, const text::Tokenizer& tok,
+                   std::vector<uint32_t> prompt, GenerationParams params)
+    : id_(id),
+      config_(config),
       tok_(tok),
       p_(std::move(params)),
-      cache_(model.new_cache(int64_t(prompt.size()) + p_.max_tokens + 1)),
-      sampler_(p_.sampling),
       seq_(std::move(prompt)),
       prompt_len_(seq_.size()),
       stream_(tok) {
+  sp_.capacity = int64_t(prompt_len_) + p_.max_tokens + 1;
+  sp_.sampling = p_.sampling;
+  sp_.top_logprobs = p_.top_logprobs;
   for (const std::string& s : p_.stop) hold_ = std::max(hold_, s.size());
   hold_ = hold_ > 0 ? hold_ - 1 : 0;
   result_.prompt_tokens = prompt_len_;
   result_.finish_reason = "length";
 }
 
-std::span<const uint32_t> Sequence::next_input(int64_t budget) const {
-  if (!prefilling()) return std::span(seq_).last(1);
-  const size_t n = std::min(prompt_len_ - fed_, size_t(std::max<int64_t>(budget, 1)));
-  return std::span(seq_).subspan(fed_, n);
+gpu::StepItem Sequence::next_item(int64_t budget) const {
+  gpu::StepItem it;
+  it.sequence = id_;
+  if (replay_ < schedule_.size()) {
+    it.position = int64_t(replayed_);
+    it.tokens = std::span(seq_).subspan(replayed_, schedule_[replay_]);
+  } else if (fed_ < prompt_len_) {
+    const size_t n = std::min(prompt_len_ - fed_, size_t(std::max<int64_t>(budget, 1)));
+    it.position = int64_t(fed_);
+    it.tokens = std::span(seq_).subspan(fed_, n);
+    it.sample = fed_ + n == prompt_len_;
+  } else {
+    it.position = int64_t(fed_);
+    it.tokens = std::span(seq_).subspan(fed_, 1);  // the last sampled token
+    it.sample = true;
+  }
+  if (it.position == 0) it.params = &sp_;
+  return it;
 }
 
-bool Sequence::advance(int64_t n, std::span<const float> logits, std::vector<TokenEvent>& events) {
-  const ModelConfig& c = model_.config();
-  if (prefilling()) {
-    fed_ += size_t(n);
-    if (prefilling()) return false;  // more of the prompt to go
+void Sequence::replay() {
+  if (schedule_.empty()) return;  // nothing was in the worker's cache
+  replay_ = 0;
+  replayed_ = 0;
+}
+
+bool Sequence::advance(int64_t n, const gpu::SampledToken& sampled, std::vector<TokenEvent>& events) {
+  if (replay_ < schedule_.size()) {
+    replayed_ += size_t(n);
+    if (++replay_ == schedule_.size()) replay_ = SIZE_MAX;
+    return false;
   }
-  const uint32_t next = sampler_.sample(logits, seq_);
+  schedule_.push_back(uint32_t(n));
+  fed_ += size_t(n);
+  if (fed_ < prompt_len_) return false;  // more of the prompt to go
+  if (!sampled.sampled) fail(ErrorKind::kInternal, "sequence {}: the step sampled no token", id_);
+  const uint32_t next = sampled.token;
+  const ModelConfig& c = config_;
   const bool eos = std::find(c.eos_tokens.begin(), c.eos_tokens.end(), next) != c.eos_tokens.end() ||
                    (tok_.info().eos_id && *tok_.info().eos_id == next);
   if (eos) return finish(events, "stop", false);
@@ -87,7 +94,8 @@ bool Sequence::advance(int64_t n, std::span<const float> logits, std::vector<Tok
   ev.token.id = next;
   if (p_.top_logprobs >= 0) {
     ev.token.text = token_text(tok_, next);
-    log_softmax_top(logits, next, p_.top_logprobs, ev, tok_);
+    ev.token.logprob = sampled.logprob;
+    for (const auto& [id, lp] : sampled.top) ev.top.push_back({id, token_text(tok_, id), lp});
   }
   text_ += stream_.step(next);
   // A stop string can only begin at or after shown_: the held-back bytes

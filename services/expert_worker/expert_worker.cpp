@@ -47,7 +47,16 @@ using namespace std::chrono;
 // Answers one request in place: the result is written straight into the
 // response slot.
 void answer(const RingMessage& m, ExpertCompute& compute, RingWriter& out, int worker) {
-  std::span<std::byte> slot = out.reserve(deadline_in(seconds(30)));
+  std::span<std::byte> slot;
+  try {
+    slot = out.reserve(deadline_in(seconds(30)));
+  } catch (const Error& e) {
+    // Once per new reader: a restarted requester replaced the one last seen.
+    // Its requests must be answered; a dead reader throws again.
+    if (e.kind() != ErrorKind::kPeerLost) throw;
+    spdlog::info("{}", e.what());
+    slot = out.reserve(deadline_in(seconds(30)));
+  }
   ResultHeader r;
   r.worker = worker;
   r.pid = int32_t(::getpid());
@@ -124,17 +133,7 @@ int run_expert_worker(const WorkerOptions& o, kernels::CpuIsa isa, const std::at
     const std::string text = fmt::format("{} kernels, {} threads", compute.fused() ? "fused" : "reference", o.threads);
     out.publish(encode_result_header(slot, r, text));
   }
-  if (!o.ready_file.empty()) {
-    // Whole or not at all: written aside, then renamed.
-    const std::string tmp = o.ready_file + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      f << ::getpid() << "\n";
-      if (!f) fail(ErrorKind::kSystem, "cannot write {}", tmp);
-    }
-    if (::rename(tmp.c_str(), o.ready_file.c_str()) != 0)
-      throw Error(ErrorKind::kSystem, "cannot rename " + tmp + " to " + o.ready_file, errno);
-  }
+  if (!o.ready_file.empty()) write_pid_file(o.ready_file);
   spdlog::info("serving expert slice F[{}, {}) of {} experts x {} layers from {} ({} threads, {} kernels, "
                "up to {} tokens a message); ready in {:.0f} ms",
                compute.ffn_begin(), compute.ffn_end(), compute.n_experts(), compute.n_layers(),

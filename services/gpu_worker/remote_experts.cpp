@@ -1,5 +1,6 @@
 #include "services/gpu_worker/remote_experts.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -19,6 +20,15 @@ RemoteExperts::RemoteExperts(const std::vector<ExpertLinkPaths>& links, RemoteEx
   for (const ExpertLinkPaths& p : links)
     links_.push_back({RingWriter::attach(p.requests, options_.ring),
                       RingReader::attach(p.responses, options_.ring), w++});
+  // A restarted requester finds its predecessor's answers in the response
+  // rings: its ids start above any the predecessor used, so they are skipped.
+  next_id_ = start_id_ = (uint64_t(epoch()) << 40) + 1;
+}
+
+uint32_t RemoteExperts::epoch() const {
+  uint32_t e = 0;
+  for (const Link& l : links_) e = std::max(e, l.to.epoch());
+  return e;
 }
 
 RemoteExperts::~RemoteExperts() = default;

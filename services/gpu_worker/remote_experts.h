@@ -52,8 +52,11 @@ class RemoteExperts final : public engine::RoutedExperts {
 
   int workers() const { return int(links_.size()); }
   int64_t tokens_per_message() const { return tokens_per_message_; }
-  uint64_t messages_sent() const { return next_id_ - 1; }
+  uint64_t messages_sent() const { return next_id_ - start_id_; }
   int restarts() const;
+  // This requester's epoch on its rings (grows with every requester that
+  // attaches them); request ids start above every earlier requester's.
+  uint32_t epoch() const;
   // When worker w's latest ready message was read (for benchmarks).
   Deadline ready_at(int w) const { return links_.at(size_t(w)).ready_at; }
 
@@ -79,7 +82,7 @@ class RemoteExperts final : public engine::RoutedExperts {
   bool broken_ = false;
   std::string broken_reason_;
   size_t n_chunks_ = 0, sent_ = 0;
-  uint64_t next_id_ = 1, first_id_ = 0;
+  uint64_t next_id_ = 1, first_id_ = 0, start_id_ = 1;
 };
 
 }  // namespace tandem::gpu

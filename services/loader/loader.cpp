@@ -10,6 +10,7 @@
 #include "common/arena/arena.h"
 #include "common/debug_hold.h"
 #include "common/control/client.h"
+#include "common/control/coordinator_link.h"
 #include "common/error.h"
 #include "common/model/model_source.h"
 #include "common/shm/run_dir.h"
@@ -35,18 +36,23 @@ std::vector<int> parse_worker_nodes(const std::string& text) {
 
 namespace {
 
-void serve(const LoaderOptions& o, const arena::Arena& a, zmq::context_t& context,
-           const std::atomic<bool>& stop) {
+// Serves until stopped or told to (true), or until the coordinator is lost
+// with `rejoin` set (false).
+bool serve(control::ControlClient& client, const std::string& endpoint, const arena::Arena& a,
+           const std::atomic<bool>& stop, bool rejoin) {
   using namespace std::chrono;
-  control::ClientOptions co;
-  co.identity = {proto::Role::LOADER, o.index, o.epoch};
-  auto client = control::ControlClient::connect(context, o.endpoint, co, *o.server,
-                                                steady_clock::now() + seconds(o.handshake_seconds));
   try {
     client.set_state(proto::PeerState::READY);
-    spdlog::info("serving the manifest of {} at {}", a.path(), o.endpoint);
+    spdlog::info("serving the manifest of {} at {}", a.path(), endpoint);
     while (!stop.load()) {
-      auto frame = client.poll(milliseconds(200));
+      std::optional<control::DecodedFrame> frame;
+      try {
+        frame = client.poll(milliseconds(200));
+      } catch (const Error& e) {
+        if (!rejoin || (e.kind() != ErrorKind::kPeerLost && e.kind() != ErrorKind::kTimeout)) throw;
+        spdlog::warn("coordinator lost: {}", e.what());
+        return false;
+      }
       if (!frame) continue;
       auto env = frame->envelope();
       switch (env.which()) {
@@ -61,7 +67,7 @@ void serve(const LoaderOptions& o, const arena::Arena& a, zmq::context_t& contex
         }
         case proto::Envelope::SHUTDOWN:
           spdlog::info("told to stop: {}", env.getShutdown().getReason().cStr());
-          return;
+          return true;
         default:
           if (env.getRequestId() != 0)
             client.send_error(env.getRequestId(), ErrorKind::kUnsupported,
@@ -70,6 +76,7 @@ void serve(const LoaderOptions& o, const arena::Arena& a, zmq::context_t& contex
       }
     }
     spdlog::info("stopping on a signal");
+    return true;
   } catch (const Error& e) {
     client.send_dying(e.what(), e.kind());
     throw;
@@ -94,10 +101,24 @@ int run_loader(const LoaderOptions& o, zmq::context_t& context, const std::atomi
                double(a.size()) / (1 << 20), a.tensors().size(), a.worker_nodes().size(), stats.reason);
   // The model files are no longer needed: the arena holds every weight.
   src.reset();
+  if (!o.ready_file.empty()) write_pid_file(o.ready_file);
   if (o.endpoint.empty()) return 0;
-  if (!o.server) fail_invalid("--control needs --server-pid (the process that answers it)");
-  serve(o, a, context, stop);
-  return 0;
+  control::ClientOptions co;
+  // Without --epoch, the start time orders this loader after any earlier one.
+  co.identity = {proto::Role::LOADER, o.index, o.epoch ? o.epoch : uint32_t(self_process().start_ticks)};
+  if (o.coordinator_file.empty()) {
+    if (!o.server) fail_invalid("--control needs --server-pid or --coordinator-file (who answers it)");
+    auto client = control::ControlClient::connect(context, o.endpoint, co, *o.server,
+                                                  std::chrono::steady_clock::now() + std::chrono::seconds(o.handshake_seconds));
+    serve(client, o.endpoint, a, stop, false);
+    return 0;
+  }
+  // Stays while the run lives: every coordinator (a restarted one too) gets the manifest.
+  const control::CoordinatorLink link{o.endpoint, o.coordinator_file, o.parent};
+  for (;;) {
+    std::optional<control::ControlClient> client = control::join_coordinator(context, link, co, stop);
+    if (!client || serve(*client, o.endpoint, a, stop, true)) return 0;
+  }
 }
 
 }  // namespace tandem::loader

@@ -25,6 +25,12 @@ struct LoaderOptions {
   std::string endpoint;           // e.g. ipc://<run_dir>/control.sock
   std::optional<ProcessId> server;  // the process that answers the endpoint
   uint32_t index = 0, epoch = 0;
+  // Instead of --server-pid: the coordinator's pid file; the loader stays
+  // and joins every coordinator that writes it (a restarted one too), and
+  // exits when `parent` is gone.
+  std::string coordinator_file;
+  std::optional<ProcessId> parent;
+  std::string ready_file;         // once the arena is ready, this process's pid is written there
   int handshake_seconds = 30;
   bool hold = false;              // wait for a debugger before building (debug_hold.h)
 };

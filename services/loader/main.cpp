@@ -20,7 +20,10 @@ const char* kUsage = R"(usage: tandem-loader --model PATH --run-dir DIR [options
   --arena PATH          the arena file (default: DIR/arena)
   --worker-nodes LIST   NUMA node of each expert worker, e.g. 0,0,1 (default 0)
   --control ENDPOINT    serve manifest requests there (ipc://DIR/control.sock)
-  --server-pid PID      the process answering ENDPOINT (required with --control)
+  --server-pid PID      the process answering ENDPOINT
+  --coordinator-file F  or: its pid is in F; join every coordinator that writes it
+  --parent-pid PID      with --coordinator-file: exit when that process is gone
+  --ready-file PATH     once the arena is ready, write this process's pid there
   --index N --epoch E   this loader's identity (loader/N/E)
   --hold                wait for a debugger first (prints the command to attach)
 Without --control the loader builds or adopts the arena and exits.
@@ -52,6 +55,12 @@ tandem::loader::LoaderOptions parse(int argc, char** argv) {
     else if (a == "--worker-nodes") o.worker_nodes = tandem::loader::parse_worker_nodes(v);
     else if (a == "--control") o.endpoint = v;
     else if (a == "--index") o.index = parse_u32(a, v);
+    else if (a == "--coordinator-file") o.coordinator_file = v;
+    else if (a == "--ready-file") o.ready_file = v;
+    else if (a == "--parent-pid") {
+      o.parent = tandem::find_process(pid_t(parse_u32(a, v)));
+      if (!o.parent) throw tandem::Error(tandem::ErrorKind::kPeerLost, "--parent-pid " + v + ": no such process");
+    }
     else if (a == "--epoch") o.epoch = parse_u32(a, v);
     else if (a == "--server-pid") {
       o.server = tandem::find_process(pid_t(parse_u32(a, v)));

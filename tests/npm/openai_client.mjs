@@ -1,16 +1,19 @@
 // The official `openai` npm client against a running `tandem serve`:
-//   node openai_client.mjs BASE_URL API_KEY [EXPERT_PIDS]
+//   node openai_client.mjs BASE_URL API_KEY [VICTIM_PIDS [COORDINATOR_PID]]
 // Completions and chat completions, streaming and not (a stream's pieces must
 // add up to the non-streaming text, greedy), 8 concurrent streams that must
 // each give the same text as their prompt's non-streaming request, and a bad
 // request surfacing as the client's APIError with status 400. With
-// EXPERT_PIDS (comma-separated expert worker pids): 8 concurrent greedy
-// streams during which each of those workers is SIGKILLed in turn must all
-// finish with the tokens of an undisturbed run. Prints one JSON summary line;
+// VICTIM_PIDS (comma-separated pids: expert workers, gpu worker, loader):
+// 8 concurrent greedy streams during which each of those processes is
+// SIGKILLed in turn must all finish with the tokens of an undisturbed run.
+// With COORDINATOR_PID: 8 streams during which the coordinator is SIGKILLed
+// must each end with a clean client error (no hang), and a new request must
+// then succeed with the undisturbed text. Prints one JSON summary line;
 // exits non-zero on the first mismatch.
 import OpenAI from "openai";
 
-const [baseURL, apiKey, expertPids] = process.argv.slice(2);
+const [baseURL, apiKey, victimPids, coordinatorPid] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: apiKey || "none", maxRetries: 0, timeout: 120000 });
 
 function check(cond, what) {
@@ -54,6 +57,11 @@ const concurrent = await Promise.all(prompts.map((p) => chat(p, true)));
 for (let i = 0; i < prompts.length; ++i)
   check(concurrent[i] === expected[i], `concurrent stream ${i}: ${JSON.stringify(concurrent[i])} == ${JSON.stringify(expected[i])}`);
 
+// The 8 concurrent streams shared forward passes (continuous batching).
+const metrics = await (await fetch(baseURL.replace(/\/v1$/, "/metrics"), { headers: { Authorization: `Bearer ${apiKey}` } })).text();
+const batch = Number((metrics.match(/^tandem_step_sequences_max (\d+)$/m) ?? [])[1]);
+check(batch >= 2, `batched steps: tandem_step_sequences_max = ${batch}`);
+
 let status = 0;
 try {
   await client.completions.create({ model, prompt: "x", max_tokens: 4, temperature: 7 });
@@ -63,10 +71,10 @@ try {
 check(status === 400, `a bad temperature is a 400 APIError (got ${status})`);
 
 let killed = [];
-if (expertPids) {
-  // Fault test: the workers die one after the other while 8 streams run.
-  const victims = expertPids.split(",").map(Number);
-  const long = [];
+const long = [];
+if (victimPids) {
+  // Fault test: the processes die one after the other while 8 streams run.
+  const victims = victimPids.split(",").map(Number);
   for (const p of prompts) long.push(await chat(p, false, 48));
   let chunks = 0;
   const onChunk = () => {
@@ -79,9 +87,45 @@ if (expertPids) {
     }
   };
   const faulted = await Promise.all(prompts.map((p) => chat(p, true, 48, onChunk)));
-  check(killed.length === victims.length, `all ${victims.length} workers were killed mid-stream (${killed.length}, ${chunks} chunks)`);
+  check(killed.length === victims.length, `all ${victims.length} processes were killed mid-stream (${killed.length}, ${chunks} chunks)`);
   for (let i = 0; i < prompts.length; ++i)
-    check(faulted[i] === long[i], `stream ${i} with worker kills: ${JSON.stringify(faulted[i])} == ${JSON.stringify(long[i])}`);
+    check(faulted[i] === long[i], `stream ${i} with process kills: ${JSON.stringify(faulted[i])} == ${JSON.stringify(long[i])}`);
 }
 
-console.log(JSON.stringify({ ok: true, model, completion: text, chats: expected.length, concurrent: concurrent.length, killed }));
+let coordinatorErrors = 0;
+if (coordinatorPid) {
+  // The coordinator dies mid-stream: every client gets an error, none hangs;
+  // the launcher restarts it on the same port and new requests succeed.
+  let chunks = 0;
+  let done = false;
+  const onChunk = () => {
+    if (++chunks === 16 && !done) {
+      done = true;
+      process.kill(Number(coordinatorPid), "SIGKILL");
+    }
+  };
+  // A stream cut off shows as the client's error, or as a stream that ends
+  // without a finish reason (no [DONE]): either way the client knows.
+  const cut = async (content) => {
+    let finish = null;
+    const req = { model, messages: [{ role: "user", content }], max_tokens: 48, temperature: 0, stream: true };
+    try {
+      for await (const chunk of await client.chat.completions.create(req)) {
+        onChunk();
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+    } catch (e) {
+      return `error: ${e.constructor.name}`;
+    }
+    return finish === null ? "cut off" : `finished (${finish})`;
+  };
+  const outcomes = await Promise.all(prompts.map(cut));
+  check(done, "the coordinator was killed mid-stream");
+  for (const [i, o] of outcomes.entries())
+    check(!o.startsWith("finished"), `stream ${i} ended with an error or cut off after the coordinator was killed (${o})`);
+  coordinatorErrors = outcomes;
+  const after = await chat(prompts[1], false, 48);
+  check(after === long[1], `after the coordinator restart: ${JSON.stringify(after)} == ${JSON.stringify(long[1])}`);
+}
+
+console.log(JSON.stringify({ ok: true, model, completion: text, chats: expected.length, concurrent: concurrent.length, largestBatch: batch, killed, coordinatorErrors }));

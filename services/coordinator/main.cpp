@@ -1,0 +1,95 @@
+// tandem-coordinator: the HTTP API and the scheduler of a run; the gpu
+// worker runs its steps. Started by `tandem serve`; runnable by hand:
+//   tandem-coordinator --model M.gguf --run-dir RUN [--port 8080]
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "services/coordinator/service.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};  // set by SIGINT/SIGTERM
+
+const char* kUsage = R"(usage: tandem-coordinator --model PATH --run-dir DIR [options]
+  --host ADDR        listen address (default 127.0.0.1)
+  --port N           listen port (default 8080)
+  --listen-fd FD     serve on this inherited listening socket instead
+  --api-key KEY      require "Authorization: Bearer KEY" (TANDEM_API_KEY also sets it)
+  --model-name NAME  what /v1/models reports (default tandem)
+  --parent-pid PID   stop when that process is gone
+  --hold             wait for a debugger before serving (prints the command to attach)
+)";
+
+int parse_int(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(v, &used);
+    if (used == v.size() && n >= 0) return n;
+  } catch (const std::exception&) {
+  }
+  tandem::fail_invalid("{} '{}': expected a non-negative integer", flag, v);
+}
+
+tandem::coordinator::CoordinatorOptions parse(int argc, char** argv) {
+  tandem::coordinator::CoordinatorOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--hold") {
+      o.hold = true;
+      continue;
+    }
+    if (i + 1 >= argc) tandem::fail_invalid("unknown option or missing value: '{}'", a);
+    std::string v = argv[++i];
+    if (a == "--model") o.model = v;
+    else if (a == "--run-dir") o.run_dir = v;
+    else if (a == "--host") o.host = v;
+    else if (a == "--port") o.port = parse_int(a, v);
+    else if (a == "--listen-fd") o.listen_fd = parse_int(a, v);
+    else if (a == "--api-key") o.api_key = v;
+    else if (a == "--model-name") o.model_name = v;
+    else if (a == "--parent-pid") {
+      o.parent = tandem::find_process(pid_t(parse_int(a, v)));
+      if (!o.parent) throw tandem::Error(tandem::ErrorKind::kPeerLost, "--parent-pid " + v + ": no such process");
+    } else {
+      tandem::fail_invalid("unknown option '{}'", a);
+    }
+  }
+  if (o.model.empty() || o.run_dir.empty()) tandem::fail_invalid("--model and --run-dir are required");
+  if (o.port > 65535) tandem::fail_invalid("--port must be 0..65535");
+  if (o.api_key.empty())
+    if (const char* k = std::getenv("TANDEM_API_KEY")) o.api_key = k;
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  tandem::coordinator::CoordinatorOptions o;
+  try {
+    o = parse(argc, argv);
+  } catch (const tandem::Error& e) {
+    std::cerr << "tandem-coordinator: " << e.what() << "\n" << kUsage;
+    return 2;
+  }
+  tandem::init_logging("coordinator", 0);
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  std::signal(SIGPIPE, SIG_IGN);
+  zmq::context_t context;  // outlives every socket
+  try {
+    return tandem::coordinator::run_coordinator(o, context, g_stop);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

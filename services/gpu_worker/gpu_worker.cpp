@@ -1,0 +1,138 @@
+#include "services/gpu_worker/gpu_worker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+
+#include <capnp/message.h>
+#include <spdlog/spdlog.h>
+
+#include "common/arena/arena.h"
+#include "common/control/message.h"
+#include "common/debug_hold.h"
+#include "common/engine/model.h"
+#include "common/error.h"
+#include "common/model/model_source.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "services/gpu_worker/step_message.h"
+#include "services/gpu_worker/step_runner.h"
+
+namespace tandem::gpu {
+
+using namespace std::chrono;
+
+namespace {
+
+enum class Served { kCoordinatorLost, kShutdown, kStopped };
+
+// Answers steps until the coordinator is lost or says stop. A step that
+// fails inside the model (an expert worker that did not come back) leaves
+// the expert rings out of step: the worker then exits, to be restarted.
+// Runs one request; throws only for the control plane (the coordinator is
+// gone or not reading) or, after answering, for a step that broke the
+// expert links (`fatal` set).
+std::optional<Served> handle(control::ControlClient& client, StepRunner& runner, const control::DecodedFrame& frame,
+                             bool& fatal) {
+  auto env = frame.envelope();
+  if (env.which() == proto::Envelope::SHUTDOWN) {
+    spdlog::info("told to stop: {}", env.getShutdown().getReason().cStr());
+    return Served::kShutdown;
+  }
+  if (env.which() != proto::Envelope::STEP_REQUEST) {
+    if (env.getRequestId() != 0)
+      client.send_error(env.getRequestId(), ErrorKind::kUnsupported, "the gpu worker answers step requests only");
+    return std::nullopt;
+  }
+  const uint64_t rid = env.getRequestId();
+  DecodedStep step;
+  try {
+    step = decode_step_request(env.getStepRequest());
+  } catch (const Error& e) {
+    client.send_error(rid, e.kind(), e.what());
+    return std::nullopt;
+  }
+  for (uint64_t s : step.release) runner.release(s);
+  std::vector<SampledToken> out;
+  if (!step.items.empty()) {
+    // The step runs on its own thread; this one heartbeats meanwhile.
+    auto done = std::async(std::launch::async, [&] { return runner.step(step.items); });
+    try {
+      while (done.wait_for(milliseconds(50)) != std::future_status::ready) client.poll(milliseconds(0));
+    } catch (...) {
+      done.wait();
+      throw;
+    }
+    try {
+      out = done.get();
+    } catch (const Error& e) {
+      client.send_error(rid, e.kind(), e.what());
+      if (e.kind() == ErrorKind::kInvalidInput || e.kind() == ErrorKind::kNotFound) return std::nullopt;
+      spdlog::error("step failed: {}; exiting to be restarted with fresh expert links", e.what());
+      client.send_dying(e.what(), e.kind());
+      fatal = true;
+      throw;
+    }
+  }
+  capnp::MallocMessageBuilder b;
+  encode_step_reply(b.initRoot<proto::Envelope>().initStepReply(), out);
+  client.reply(rid, b);
+  return std::nullopt;
+}
+
+// Answers steps until the coordinator is lost or says stop.
+Served serve(control::ControlClient& client, StepRunner& runner, const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    bool fatal = false;
+    try {
+      std::optional<control::DecodedFrame> frame = client.poll(milliseconds(100));
+      if (!frame) continue;
+      if (std::optional<Served> end = handle(client, runner, *frame, fatal)) return *end;
+    } catch (const Error& e) {
+      if (fatal) throw;
+      spdlog::warn("coordinator lost: {}", e.what());
+      return Served::kCoordinatorLost;
+    }
+  }
+  return Served::kStopped;
+}
+
+}  // namespace
+
+int run_gpu_worker(const GpuWorkerOptions& o, zmq::context_t& context, const std::atomic<bool>& stop) {
+  const auto t0 = steady_clock::now();
+  arena::Arena a = arena::Arena::open(o.arena);
+  const ModelConfig config = ModelSource::open(o.model)->config();
+  RemoteExpertsOptions ro;
+  // The launcher restarts a dead expert worker; here we wait for it to attach.
+  ro.restart = [](int) { return false; };
+  RemoteExperts remote(o.experts, ro);
+  engine::Model model(config, ModelWeights::from_arena(a), kernels::choose_isa_from_environment());
+  model.set_routed_experts(&remote);
+  StepRunner runner(model);
+  spdlog::info("the model's dense part is mapped from {} ({} expert worker(s)); ready in {:.0f} ms", o.arena,
+               o.experts.size(), duration<double, std::milli>(steady_clock::now() - t0).count());
+  if (o.hold) {
+    hold_for_debugger(fmt::format("gpu worker {}", o.index), stop);
+    if (stop) return 0;
+  }
+  control::ClientOptions co;
+  co.identity = {proto::Role::GPU, o.index, remote.epoch()};
+  co.capabilities = "prefill,decode,host";
+  bool first = true;
+  for (;;) {
+    std::optional<control::ControlClient> client = control::join_coordinator(context, o.coordinator, co, stop);
+    if (!client) return 0;
+    client->set_state(proto::PeerState::READY);
+    if (first && !o.ready_file.empty()) write_pid_file(o.ready_file);
+    first = false;
+    const Served why = serve(*client, runner, stop);
+    if (why != Served::kCoordinatorLost) return 0;
+    // Its sequences are gone with it; the next coordinator starts afresh.
+    runner.clear();
+  }
+}
+
+}  // namespace tandem::gpu

@@ -1,0 +1,101 @@
+// tandem-gpu-worker: the dense part of the model (host backend) for the
+// coordinator's steps, with routed experts in the expert workers. Started by
+// `tandem serve`; runnable by hand for debugging:
+//   tandem-gpu-worker --model M.gguf --arena RUN/arena --experts 2 --run-dir RUN
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <string>
+
+#include <fmt/format.h>
+#include <zmq.hpp>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "services/gpu_worker/gpu_worker.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};  // set by SIGINT/SIGTERM
+
+const char* kUsage = R"(usage: tandem-gpu-worker --model PATH --run-dir DIR --experts N [options]
+  --arena PATH       the weight arena (default: DIR/arena)
+  --index N          this worker's index (default 0)
+  --parent-pid PID   exit when that process is gone
+  --ready-file PATH  once joined to the coordinator, write this process's pid there
+  --hold             wait for a debugger before joining (prints the command to attach)
+Expert rings are DIR/experts-W.req and .res; the coordinator listens at
+ipc://DIR/control.sock and writes its pid to DIR/coordinator-0.ready.
+)";
+
+int parse_int(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(v, &used);
+    if (used == v.size() && n >= 0) return n;
+  } catch (const std::exception&) {
+  }
+  tandem::fail_invalid("{} '{}': expected a non-negative integer", flag, v);
+}
+
+tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
+  tandem::gpu::GpuWorkerOptions o;
+  std::string run_dir;
+  int experts = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--hold") {
+      o.hold = true;
+      continue;
+    }
+    if (i + 1 >= argc) tandem::fail_invalid("unknown option or missing value: '{}'", a);
+    std::string v = argv[++i];
+    if (a == "--model") o.model = v;
+    else if (a == "--run-dir") run_dir = v;
+    else if (a == "--arena") o.arena = v;
+    else if (a == "--experts") experts = parse_int(a, v);
+    else if (a == "--index") o.index = uint32_t(parse_int(a, v));
+    else if (a == "--ready-file") o.ready_file = v;
+    else if (a == "--parent-pid") {
+      o.coordinator.parent = tandem::find_process(pid_t(parse_int(a, v)));
+      if (!o.coordinator.parent)
+        throw tandem::Error(tandem::ErrorKind::kPeerLost, "--parent-pid " + v + ": no such process");
+    } else {
+      tandem::fail_invalid("unknown option '{}'", a);
+    }
+  }
+  if (o.model.empty() || run_dir.empty() || experts < 1)
+    tandem::fail_invalid("--model, --run-dir and --experts (at least 1) are required");
+  if (o.arena.empty()) o.arena = run_dir + "/arena";
+  for (int w = 0; w < experts; ++w)
+    o.experts.push_back({fmt::format("{}/experts-{}.req", run_dir, w), fmt::format("{}/experts-{}.res", run_dir, w)});
+  o.coordinator.endpoint = "ipc://" + run_dir + "/control.sock";
+  o.coordinator.pid_file = run_dir + "/coordinator-0.ready";
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  tandem::gpu::GpuWorkerOptions o;
+  try {
+    o = parse(argc, argv);
+  } catch (const tandem::Error& e) {
+    std::cerr << "tandem-gpu-worker: " << e.what() << "\n" << kUsage;
+    return 2;
+  }
+  tandem::init_logging("gpu", int(o.index));
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  zmq::context_t context;  // outlives every socket; destroyed last, flushing a Dying
+  try {
+    return tandem::gpu::run_gpu_worker(o, context, g_stop);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

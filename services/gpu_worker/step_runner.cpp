@@ -1,0 +1,85 @@
+#include "services/gpu_worker/step_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "common/error.h"
+
+namespace tandem::gpu {
+
+void token_logprobs(std::span<const float> logits, uint32_t chosen, int top, SampledToken& out) {
+  float mx = -INFINITY;
+  for (float v : logits) mx = std::max(mx, v);
+  double sum = 0;
+  for (float v : logits) sum += std::exp(double(v - mx));
+  const float lse = mx + float(std::log(sum));
+  out.logprob = logits[chosen] - lse;
+  if (top <= 0) return;
+  std::vector<uint32_t> idx(logits.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = uint32_t(i);
+  const size_t k = std::min(idx.size(), size_t(top));
+  std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(), [&](uint32_t a, uint32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (size_t i = 0; i < k; ++i) out.top.emplace_back(idx[i], logits[idx[i]] - lse);
+}
+
+std::vector<SampledToken> StepRunner::step(std::span<const StepItem> items) {
+  const ModelConfig& c = model_.config();
+  // Everything is checked before anything changes.
+  std::unordered_set<uint64_t> seen;
+  for (const StepItem& it : items) {
+    if (!seen.insert(it.sequence).second) fail_invalid("sequence {} appears twice in one step", it.sequence);
+    if (it.tokens.empty()) fail_invalid("sequence {}: a step item without tokens", it.sequence);
+    for (uint32_t t : it.tokens)
+      if (t >= c.vocab_size) fail_invalid("sequence {}: token {} is outside the vocabulary ({} ids)", it.sequence, t, c.vocab_size);
+    if (it.position == 0) {
+      if (!it.params) fail_invalid("sequence {}: position 0 without sequence parameters", it.sequence);
+      if (it.params->capacity < int64_t(it.tokens.size()))
+        fail_invalid("sequence {}: capacity {} is less than its first {} tokens", it.sequence,
+                     it.params->capacity, it.tokens.size());
+      if (it.params->top_logprobs > 20) fail_invalid("sequence {}: top_logprobs above 20", it.sequence);
+      engine::validate(it.params->sampling);
+      continue;
+    }
+    auto f = seqs_.find(it.sequence);
+    if (f == seqs_.end())
+      fail(ErrorKind::kNotFound, "sequence {} is not open here (position {} asked for)", it.sequence, it.position);
+    if (f->second->cache.size() != it.position)
+      fail(ErrorKind::kNotFound, "sequence {} holds {} tokens here, not {}", it.sequence,
+           f->second->cache.size(), it.position);
+    if (it.position + int64_t(it.tokens.size()) > f->second->cache.capacity())
+      fail_invalid("sequence {}: {} more tokens exceed its capacity of {}", it.sequence, it.tokens.size(),
+                   f->second->cache.capacity());
+  }
+  std::vector<Sequence*> seqs;
+  std::vector<engine::Model::Sequence> batch;
+  for (const StepItem& it : items) {
+    auto& slot = seqs_[it.sequence];
+    if (it.position == 0) slot = std::make_unique<Sequence>(model_, *it.params);
+    seqs.push_back(slot.get());
+    batch.push_back({it.tokens, &slot->cache});
+  }
+  std::vector<float> logits;
+  try {
+    logits = model_.forward_last(batch);
+  } catch (...) {
+    for (const StepItem& it : items) seqs_.erase(it.sequence);
+    throw;
+  }
+  const size_t V = c.vocab_size;
+  std::vector<SampledToken> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    Sequence& s = *seqs[i];
+    s.history.insert(s.history.end(), items[i].tokens.begin(), items[i].tokens.end());
+    if (!items[i].sample) continue;
+    const std::span<const float> row = std::span(logits).subspan(i * V, V);
+    out[i].sampled = true;
+    out[i].token = s.sampler.sample(row, s.history);
+    if (s.params.top_logprobs >= 0) token_logprobs(row, out[i].token, s.params.top_logprobs, out[i]);
+  }
+  return out;
+}
+
+}  // namespace tandem::gpu

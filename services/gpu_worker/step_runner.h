@@ -1,0 +1,50 @@
+// The gpu worker's side of a step (step.h): every open sequence's KV cache,
+// sampler and history, and one batched forward pass per step
+// (Model::forward_last) followed by sampling and log-probabilities. Used
+// directly by an in-process coordinator, and by the gpu worker process for
+// the steps it receives over the control plane.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "common/engine/kv_cache.h"
+#include "common/engine/model.h"
+#include "services/gpu_worker/step.h"
+
+namespace tandem::gpu {
+
+class StepRunner final : public Stepper {
+ public:
+  explicit StepRunner(engine::Model& model) : model_(model) {}
+
+  // Validates every item before anything changes, so a refused step leaves
+  // every sequence as it was. A failure inside the forward pass leaves the
+  // batch's sequences in an unknown state: they are dropped (kNotFound next).
+  std::vector<SampledToken> step(std::span<const StepItem> items) override;
+  void release(uint64_t sequence) override { seqs_.erase(sequence); }
+  const ModelConfig& config() const override { return model_.config(); }
+
+  void clear() { seqs_.clear(); }
+  size_t open_sequences() const { return seqs_.size(); }
+
+ private:
+  struct Sequence {
+    Sequence(const engine::Model& m, const SequenceParams& p)
+        : params(p), cache(m.new_cache(p.capacity)), sampler(p.sampling) {}
+    SequenceParams params;
+    engine::KvCache cache;
+    engine::Sampler sampler;
+    std::vector<uint32_t> history;  // every token in the cache, in order
+  };
+  engine::Model& model_;
+  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs_;
+};
+
+// log-softmax of `logits` at `chosen`, and the `top` most likely ids (ties:
+// lower id first) with theirs.
+void token_logprobs(std::span<const float> logits, uint32_t chosen, int top, SampledToken& out);
+
+}  // namespace tandem::gpu
