@@ -156,18 +156,14 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
 
   // 2. One pair of rings per worker, then the workers, each on its share of
   //    this process's CPUs (the requester's threads share them).
-  const std::vector<int> cpus = kernels::allowed_cpus();
   const int64_t T = std::max<int64_t>(1, o.tokens_per_message);
-  const RingShape req{4, uint32_t(expert::work_bytes(T, c.hidden, top_k))};
-  const RingShape res{4, uint32_t(expert::result_bytes(T, c.hidden))};
+  ring_request_ = RingShape{4, uint32_t(expert::work_bytes(T, c.hidden, top_k))};
+  ring_response_ = RingShape{4, uint32_t(expert::result_bytes(T, c.hidden))};
+  top_k_ = top_k;
+  arena_path_ = arena_path;
+  ring_prefix_ = run_.file("experts");
   std::vector<gpu::ExpertLinkPaths> links;
-  for (int w = 0; w < W; ++w) {
-    gpu::ExpertLinkPaths p{run_.file(fmt::format("experts-{}.req", w)),
-                           run_.file(fmt::format("experts-{}.res", w))};
-    RingFile::create(p.requests, req);
-    RingFile::create(p.responses, res);
-    links.push_back(p);
-  }
+  for (int w = 0; w < W; ++w) links.push_back(create_rings(ring_prefix_, w));
   if (o.in_process_requester) {
     gpu::RemoteExpertsOptions ro;
     if (o.restart_workers) ro.restart = [this](int w) { return restart_worker(w); };
@@ -177,27 +173,9 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
     remote_ = std::make_unique<gpu::RemoteExperts>(links, ro);
   }
   for (int w = 0; w < W; ++w) {
-    const size_t n = cpus.size();
-    const size_t b = size_t(w) * n / size_t(W);
-    const size_t e = std::max(b + 1, size_t(w + 1) * n / size_t(W));
-    std::vector<int> mine(cpus.begin() + long(b % n), cpus.begin() + long(std::min(e, n)));
-    const std::vector<std::string> wargv = {
-        worker_bin, "--arena", arena_path, "--worker", std::to_string(w), "--requests",
-        links[size_t(w)].requests, "--responses", links[size_t(w)].responses, "--top-k",
-        std::to_string(top_k), "--threads", std::to_string(mine.size()), "--cpus", join(mine, ","),
-        "--parent-pid", std::to_string(::getpid()), "--ready-file", run_.file(fmt::format("expert-{}.ready", w))};
-    std::vector<std::string> argv = wargv;  // a restarted worker is not held again
     const bool held = hold_expert && o.hold->index == w;
-    if (held) argv.push_back("--hold");
-    std::lock_guard lk(mu_);
-    procs_.push_back({"expert", w, wargv, run_.file(fmt::format("expert-{}.ready", w)),
-                      ChildProcess::spawn(argv, run_.file(fmt::format("expert-{}.log", w))), {}, {}, false});
-    if (held) announce(o.hold->name(), procs_.back().proc.pid());
-    state_.update([&](GraphState& s) {
-      s.processes.push_back({"expert", w, procs_.back().proc.pid(), nodes[size_t(w)], join(mine, ","), "starting", 0,
-                             held ? "held for a debugger" : ""});
-      return true;
-    });
+    const pid_t pid = spawn_expert(w, W, nodes[size_t(w)], arena_path, links[size_t(w)], held);
+    if (held) announce(o.hold->name(), pid);
   }
   if (remote_) {
     remote_->wait_ready(deadline, [this] { check_workers(); });
@@ -218,6 +196,40 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
     return true;
   });
   supervisor_ = std::thread([this] { supervise(); });
+}
+
+gpu::ExpertLinkPaths ExpertGraph::create_rings(const std::string& prefix, int w) {
+  gpu::ExpertLinkPaths p{fmt::format("{}-{}.req", prefix, w), fmt::format("{}-{}.res", prefix, w)};
+  RingFile::create(p.requests, ring_request_);
+  RingFile::create(p.responses, ring_response_);
+  return p;
+}
+
+pid_t ExpertGraph::spawn_expert(int w, int W, int node, const std::string& arena, const gpu::ExpertLinkPaths& link,
+                                bool held) {
+  const std::vector<int> cpus = kernels::allowed_cpus();
+  const size_t n = cpus.size();
+  const size_t b = size_t(w) * n / size_t(W);
+  const size_t e = std::max(b + 1, size_t(w + 1) * n / size_t(W));
+  const std::vector<int> mine(cpus.begin() + long(b % n), cpus.begin() + long(std::min(e, n)));
+  const std::string ready = run_.file(fmt::format("expert-{}.ready", w));
+  const std::vector<std::string> wargv = {
+      binary("tandem-expert-worker"), "--arena", arena, "--worker", std::to_string(w), "--requests", link.requests,
+      "--responses", link.responses, "--top-k", std::to_string(top_k_), "--threads", std::to_string(mine.size()),
+      "--cpus", join(mine, ","), "--parent-pid", std::to_string(::getpid()), "--ready-file", ready};
+  std::vector<std::string> argv = wargv;  // a restarted worker is not held again
+  if (held) argv.push_back("--hold");
+  std::lock_guard lk(mu_);
+  std::error_code ec;
+  std::filesystem::remove(ready, ec);  // a predecessor's (scale): not this one's
+  procs_.push_back({"expert", w, wargv, ready, ChildProcess::spawn(argv, run_.file(fmt::format("expert-{}.log", w))),
+                    {}, {}, false});
+  const pid_t pid = procs_.back().proc.pid();
+  state_.update([&](GraphState& s) {
+    s.processes.push_back({"expert", w, pid, node, join(mine, ","), "starting", 0, held ? "held for a debugger" : ""});
+    return true;
+  });
+  return pid;
 }
 
 void ExpertGraph::wait_ready(size_t i, std::chrono::steady_clock::time_point deadline) {

@@ -22,6 +22,7 @@
 #include "common/arena/arena.h"
 #include "common/debug_hold.h"
 #include "common/engine/model.h"
+#include "common/ring/ring.h"
 #include "common/shm/child_process.h"
 #include "common/shm/run_dir.h"
 #include "launcher/graph_state.h"
@@ -32,6 +33,7 @@ class ModelSource;
 class InProcessGraph;
 namespace gpu {
 class RemoteExperts;
+struct ExpertLinkPaths;
 }
 
 struct ExpertGraphOptions {
@@ -84,6 +86,16 @@ class ExpertGraph {
   // A binary next to tandem's; throws kNotFound if it is missing.
   std::string binary(const std::string& name) const;
   int expert_workers() const { return n_workers_; }
+  // The current arena and expert ring prefix (<prefix>-W.req/.res).
+  std::string arena_path() const;
+  std::string ring_prefix() const;
+  // Re-plans the expert split for n workers (serve only): builds a new arena
+  // beside the old one, starts its workers, moves the loader and the gpu
+  // worker over (the coordinator replays its running requests into the new
+  // gpu worker: they wait, they do not fail), then stops the old workers and
+  // deletes the old arena and rings. Throws, leaving the old graph serving,
+  // if the new arena or workers cannot be started.
+  void scale(int n);
   const std::string& model_path() const { return options_.model; }
   const std::string& run_dir() const { return run_.path(); }
   std::vector<pid_t> worker_pids() const;
@@ -112,6 +124,11 @@ class ExpertGraph {
   // Waits for p's ready file (p.proc exiting first is an error).
   void wait_ready(size_t i, std::chrono::steady_clock::time_point deadline);
   void announce_hold(const std::string& who, pid_t pid) const;
+  gpu::ExpertLinkPaths create_rings(const std::string& prefix, int w);
+  // Starts expert worker w of W on its share of the CPUs and registers it.
+  pid_t spawn_expert(int w, int W, int node, const std::string& arena, const gpu::ExpertLinkPaths& link, bool held);
+  // The gpu worker's and the loader's arguments for the current arena and rings.
+  void retarget(Supervised& p) const;
 
   ExpertGraphOptions options_;
   GraphStateFile state_;
@@ -122,6 +139,10 @@ class ExpertGraph {
   Supervised& find(const std::string& role, int index);
   int n_workers_ = 0;
   std::string bin_dir_;
+  RingShape ring_request_, ring_response_;
+  int top_k_ = 0;
+  std::string arena_path_, ring_prefix_;  // the current ones (scale() makes new ones)
+  int generation_ = 0;                    // scale() count
   bool stopping_ = false;
   std::condition_variable stop_cv_;
   std::thread supervisor_;

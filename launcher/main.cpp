@@ -16,6 +16,7 @@
 #include "launcher/generate.h"
 #include "launcher/inspect.h"
 #include "launcher/ps.h"
+#include "launcher/scale.h"
 #include "launcher/serve.h"
 #include "launcher/text_commands.h"
 
@@ -40,18 +41,24 @@ commands:
       [--model-name NAME] [ENGINE]
       Serve the OpenAI-compatible API: POST /v1/completions, /v1/chat/completions
       (streaming or not), GET /v1/models, /health, /metrics. Stop with Ctrl-C.
+      The graph: loader, expert workers, a gpu worker (host backend) and the
+      coordinator (HTTP API, scheduler), each its own supervised process.
   ENGINE (logits, run, serve): by default a loader process builds the weight arena
       and the routed experts run in expert-worker processes (one per NUMA node);
       --expert-workers N   that many workers (virtual nodes when N > nodes)
       --single-process     everything in this process, from the model files; with
                            --expert-workers N every role of the graph in this process
                            (same arena slices, same sums as N worker processes)
-      --hold ROLE:INDEX    loader:0 or expert:N waits before its main loop and the
-                           exact gdb command to attach and release it is printed
+      --hold ROLE:INDEX    loader:0 or expert:N (serve: also gpu:0, coordinator:0)
+                           waits before its main loop and the exact gdb command to
+                           attach and release it is printed
   ps [--json]
       List the running graphs (under $TANDEM_RUN_BASE or /dev/shm/tandem-<uid>):
       role, index, pid, NUMA node, cores, state (starting, ready, restarting,
       failed), restarts, RSS and PSS of every process, and the summed PSS.
+  scale expert-workers=N [--run NAME] [--timeout S]
+      Re-plan a serving graph's expert split: a new arena beside the old one, its
+      workers, then the gpu worker moves over (running requests wait and go on).
   stop [--run NAME] [--timeout S]
       Stop every running graph (or the named run) cleanly: SIGTERM to its
       launcher, SIGKILL after S seconds (default 30).
@@ -247,6 +254,27 @@ int cmd_stop(const std::vector<std::string>& args) {
   return tandem::run_stop(o, std::cout);
 }
 
+int cmd_scale(const std::vector<std::string>& args) {
+  tandem::ScaleOptions o;
+  std::vector<std::string> rest;
+  for (const std::string& a : args) {
+    if (a.rfind("expert-workers=", 0) == 0) o.expert_workers = to_int("expert-workers", a.substr(15));
+    else rest.push_back(a);
+  }
+  if (!parse_options(rest, "scale", [&](const std::string& k, const std::string& v) {
+        if (k == "--run") o.run = v;
+        else if (k == "--timeout") o.timeout = std::chrono::seconds(to_int(k, v));
+        else return false;
+        return true;
+      }))
+    return 2;
+  if (o.expert_workers < 1) {
+    std::cerr << "tandem scale: give expert-workers=N (N >= 1)\n" << kUsage;
+    return 2;
+  }
+  return tandem::run_scale(o, std::cout);
+}
+
 int cmd_tokenize(std::vector<std::string> args) {
   tandem::TokenizeOptions o;
   std::vector<std::string> rest;
@@ -327,6 +355,7 @@ int main(int argc, char** argv) {
     if (cmd == "serve") return cmd_serve(args);
     if (cmd == "ps") return cmd_ps(args);
     if (cmd == "stop") return cmd_stop(args);
+    if (cmd == "scale") return cmd_scale(args);
     if (cmd == "tokenize") return cmd_tokenize(args);
     if (cmd == "detokenize") return cmd_detokenize(args);
     if (cmd == "chat-template") return cmd_chat_template(args);

@@ -52,7 +52,7 @@ int run_ps(const PsOptions& o, std::ostream& out) {
     }
     const uint64_t bound = uint64_t(1.1 * double(g.arena_bytes)) + kPerProcessAllowance * uint64_t(live);
     all.push_back({{"run", name}, {"run_dir", g.run_dir}, {"command", g.command}, {"model", g.model},
-                   {"launcher", g.launcher}, {"arena_bytes", g.arena_bytes}, {"started_unix", g.started_unix},
+                   {"launcher", g.launcher}, {"arena", g.arena}, {"arena_bytes", g.arena_bytes}, {"started_unix", g.started_unix},
                    {"processes", procs}, {"total_pss_bytes", total_pss}, {"pss_bound_bytes", bound}});
     if (!o.json) {
       out << fmt::format("{}  tandem {}  model {}  arena {}  up {} s\n", name, g.command,

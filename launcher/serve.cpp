@@ -17,6 +17,7 @@
 #include "services/coordinator/http_server.h"
 #include "services/coordinator/openai_api.h"
 #include "services/gpu_worker/step_runner.h"
+#include "launcher/scale.h"
 
 namespace tandem {
 namespace {
@@ -87,7 +88,8 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
                      run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler"},
                     seconds(120));
   graph.add_service({"gpu", 0,
-                     {graph.binary("tandem-gpu-worker"), "--model", o.model, "--run-dir", run, "--experts",
+                     {graph.binary("tandem-gpu-worker"), "--model", o.model, "--run-dir", run, "--arena",
+                      graph.arena_path(), "--rings", graph.ring_prefix(), "--experts",
                       std::to_string(graph.expert_workers()), "--parent-pid", parent, "--ready-file",
                       run + "/gpu-0.ready"},
                      run + "/gpu-0.ready", "host backend: attention, router, shared experts, head, sampling"},
@@ -95,7 +97,11 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   const char* key = std::getenv("TANDEM_API_KEY");
   spdlog::info("listening on http://{}:{} (model '{}'{}); run {}; stop with Ctrl-C or `tandem stop`", o.host,
                server.port(), model_name_of(o), key && *key ? ", API key required" : "", run);
-  while (!stop.load()) std::this_thread::sleep_for(milliseconds(100));
+  // `tandem scale` leaves its request in the run directory (scale.h).
+  while (!stop.load()) {
+    std::this_thread::sleep_for(milliseconds(100));
+    serve_scale_request(graph);
+  }
   spdlog::info("stopping the graph");
   return 0;
 }

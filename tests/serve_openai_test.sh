@@ -82,6 +82,32 @@ again=$(curl -s -H 'Authorization: Bearer secret-key' -H 'Content-Type: applicat
 text_of() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])["choices"][0]["text"])' "$1"; }
 [[ "$(text_of "$first")" == "$(text_of "$again")" ]] || { echo "after the restart: $again != $first"; exit 1; }
 
+# tandem scale: 2 -> 3 expert workers while 6 requests run; every request
+# finishes (none fails), ps shows the new workers, the old arena is gone.
+clients=()
+for i in 1 2 3 4 5 6; do
+  curl -s -m 120 -H 'Authorization: Bearer secret-key' -H 'Content-Type: application/json' \
+    -d "{\"prompt\": \"Scale $i\", \"max_tokens\": 96, \"temperature\": 0}" \
+    "http://127.0.0.1:$port/v1/completions" >"$work/scale-$i.json" &
+  clients+=($!)
+done
+sleep 0.2
+TANDEM_RUN_BASE=$base "$build/bin/tandem" scale expert-workers=3 || { echo "tandem scale failed"; exit 1; }
+wait "${clients[@]}" || true
+for i in 1 2 3 4 5 6; do
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["choices"][0]["finish_reason"] == "length", j' \
+    "$work/scale-$i.json" || { echo "request $i during scale: $(cat "$work/scale-$i.json")"; exit 1; }
+done
+ps_field '
+import json, os, sys
+r = json.load(sys.stdin)["runs"][0]
+experts = [p for p in r["processes"] if p["role"] == "expert"]
+assert [p["state"] for p in experts] == ["ready"] * 3, experts
+assert r["arena"].endswith("arena.1") and not os.path.exists(r["run_dir"] + "/arena"), r["arena"]
+print("scaled to 3 expert workers during 6 requests; arena", r["arena"])
+'
+grep -h "replaying" "$base"/run-*/coordinator-0.log | tail -1 || true
+
 # tandem stop: the launcher stops cleanly (exit 0) and takes its run with it.
 TANDEM_RUN_BASE=$base "$build/bin/tandem" stop --timeout 20 || { echo "tandem stop failed"; exit 1; }
 if kill -0 "$pid" 2>/dev/null; then echo "serve still runs after tandem stop"; exit 1; fi

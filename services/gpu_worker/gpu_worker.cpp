@@ -119,7 +119,9 @@ int run_gpu_worker(const GpuWorkerOptions& o, zmq::context_t& context, const std
     if (stop) return 0;
   }
   control::ClientOptions co;
-  co.identity = {proto::Role::GPU, o.index, remote.epoch()};
+  // The start time orders this process after every earlier one at gpu/index
+  // (a replacement on new rings after `scale` too).
+  co.identity = {proto::Role::GPU, o.index, uint32_t(self_process().start_ticks)};
   co.capabilities = "prefill,decode,host";
   bool first = true;
   for (;;) {

@@ -20,11 +20,12 @@ std::atomic<bool> g_stop{false};  // set by SIGINT/SIGTERM
 
 const char* kUsage = R"(usage: tandem-gpu-worker --model PATH --run-dir DIR --experts N [options]
   --arena PATH       the weight arena (default: DIR/arena)
+  --rings PREFIX     expert rings PREFIX-W.req and PREFIX-W.res (default: DIR/experts)
   --index N          this worker's index (default 0)
   --parent-pid PID   exit when that process is gone
   --ready-file PATH  once joined to the coordinator, write this process's pid there
   --hold             wait for a debugger before joining (prints the command to attach)
-Expert rings are DIR/experts-W.req and .res; the coordinator listens at
+The coordinator listens at
 ipc://DIR/control.sock and writes its pid to DIR/coordinator-0.ready.
 )";
 
@@ -42,6 +43,7 @@ tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
   tandem::gpu::GpuWorkerOptions o;
   std::string run_dir;
   int experts = 0;
+  std::string rings;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--hold") {
@@ -53,6 +55,7 @@ tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
     if (a == "--model") o.model = v;
     else if (a == "--run-dir") run_dir = v;
     else if (a == "--arena") o.arena = v;
+    else if (a == "--rings") rings = v;
     else if (a == "--experts") experts = parse_int(a, v);
     else if (a == "--index") o.index = uint32_t(parse_int(a, v));
     else if (a == "--ready-file") o.ready_file = v;
@@ -67,8 +70,9 @@ tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
   if (o.model.empty() || run_dir.empty() || experts < 1)
     tandem::fail_invalid("--model, --run-dir and --experts (at least 1) are required");
   if (o.arena.empty()) o.arena = run_dir + "/arena";
+  if (rings.empty()) rings = run_dir + "/experts";
   for (int w = 0; w < experts; ++w)
-    o.experts.push_back({fmt::format("{}/experts-{}.req", run_dir, w), fmt::format("{}/experts-{}.res", run_dir, w)});
+    o.experts.push_back({fmt::format("{}-{}.req", rings, w), fmt::format("{}-{}.res", rings, w)});
   o.coordinator.endpoint = "ipc://" + run_dir + "/control.sock";
   o.coordinator.pid_file = run_dir + "/coordinator-0.ready";
   return o;

@@ -128,7 +128,7 @@ void RemoteExperts::receive(size_t chunk, Link& l, bool first) {
     }
     expert::ResultView r = expert::decode_result(m.bytes);
     if (r.header.kind == expert::ResultKind::kReady) {  // a restarted worker
-      spdlog::info("expert worker {} (pid {}) serving again: {}", l.worker, r.header.pid, r.text);
+      spdlog::info("expert worker {} (pid {}) serving: {}", l.worker, r.header.pid, r.text);
       l.attach_deadline = Deadline{};
       l.ready_at = steady_clock::now();
       l.from.release();
