@@ -15,6 +15,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/thread_pool.h"
 #include "launcher/in_process_graph.h"
+#include "launcher/placement.h"
 #include "services/expert_worker/work_message.h"
 #include "services/gpu_worker/remote_experts.h"
 
@@ -70,8 +71,12 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
   bin_dir_ = o.bin_dir.empty() ? this_executable_dir() : o.bin_dir;
   const std::string loader_bin = binary("tandem-loader");
   const std::string worker_bin = binary("tandem-expert-worker");
-  const std::vector<int> nodes = plan_worker_nodes(o.expert_workers, numa_node_count());
+  const Topology topo = read_topology();
+  placement_ = plan_expert_workers(topo, o.expert_workers);
+  std::vector<int> nodes;
+  for (const WorkerPlacement& p : placement_) nodes.push_back(p.node);
   const int W = int(nodes.size());
+  spdlog::info("topology: {}", topo.describe());
   n_workers_ = W;
   const std::string arena_path = run_.file("arena");
   const bool services = !o.in_process_requester;
@@ -174,7 +179,7 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
   }
   for (int w = 0; w < W; ++w) {
     const bool held = hold_expert && o.hold->index == w;
-    const pid_t pid = spawn_expert(w, W, nodes[size_t(w)], arena_path, links[size_t(w)], held);
+    const pid_t pid = spawn_expert(w, placement_[size_t(w)], arena_path, links[size_t(w)], held);
     if (held) announce(o.hold->name(), pid);
   }
   if (remote_) {
@@ -205,13 +210,10 @@ gpu::ExpertLinkPaths ExpertGraph::create_rings(const std::string& prefix, int w)
   return p;
 }
 
-pid_t ExpertGraph::spawn_expert(int w, int W, int node, const std::string& arena, const gpu::ExpertLinkPaths& link,
-                                bool held) {
-  const std::vector<int> cpus = kernels::allowed_cpus();
-  const size_t n = cpus.size();
-  const size_t b = size_t(w) * n / size_t(W);
-  const size_t e = std::max(b + 1, size_t(w + 1) * n / size_t(W));
-  const std::vector<int> mine(cpus.begin() + long(b % n), cpus.begin() + long(std::min(e, n)));
+pid_t ExpertGraph::spawn_expert(int w, const WorkerPlacement& place, const std::string& arena,
+                                const gpu::ExpertLinkPaths& link, bool held) {
+  const std::vector<int>& mine = place.cpus;
+  const int node = place.node;
   const std::string ready = run_.file(fmt::format("expert-{}.ready", w));
   const std::vector<std::string> wargv = {
       binary("tandem-expert-worker"), "--arena", arena, "--worker", std::to_string(w), "--requests", link.requests,

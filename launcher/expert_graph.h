@@ -26,6 +26,7 @@
 #include "common/shm/child_process.h"
 #include "common/shm/run_dir.h"
 #include "launcher/graph_state.h"
+#include "launcher/placement.h"
 
 namespace tandem {
 
@@ -125,8 +126,9 @@ class ExpertGraph {
   void wait_ready(size_t i, std::chrono::steady_clock::time_point deadline);
   void announce_hold(const std::string& who, pid_t pid) const;
   gpu::ExpertLinkPaths create_rings(const std::string& prefix, int w);
-  // Starts expert worker w of W on its share of the CPUs and registers it.
-  pid_t spawn_expert(int w, int W, int node, const std::string& arena, const gpu::ExpertLinkPaths& link, bool held);
+  // Starts expert worker w pinned where `place` says and registers it.
+  pid_t spawn_expert(int w, const WorkerPlacement& place, const std::string& arena, const gpu::ExpertLinkPaths& link,
+                     bool held);
   // The gpu worker's and the loader's arguments for the current arena and rings.
   void retarget(Supervised& p) const;
 
@@ -143,6 +145,7 @@ class ExpertGraph {
   int top_k_ = 0;
   std::string arena_path_, ring_prefix_;  // the current ones (scale() makes new ones)
   int generation_ = 0;                    // scale() count
+  std::vector<WorkerPlacement> placement_;  // the expert workers' nodes and CPUs
   bool stopping_ = false;
   std::condition_variable stop_cv_;
   std::thread supervisor_;

@@ -7,7 +7,6 @@
 
 #include "common/arena/arena.h"
 #include "common/error.h"
-#include "common/shm/numa.h"
 #include "launcher/expert_graph.h"
 #include "services/gpu_worker/remote_experts.h"
 
@@ -50,7 +49,11 @@ std::string ExpertGraph::ring_prefix() const {
 
 void ExpertGraph::retarget(Supervised& p) const {
   set_flag(p.argv, "--arena", arena_path_);
-  if (p.role == "loader") set_flag(p.argv, "--worker-nodes", join_ints(plan_worker_nodes(n_workers_, numa_node_count())));
+  if (p.role == "loader") {
+    std::vector<int> nodes;
+    for (const WorkerPlacement& w : placement_) nodes.push_back(w.node);
+    set_flag(p.argv, "--worker-nodes", join_ints(nodes));
+  }
   if (p.role == "gpu") {
     set_flag(p.argv, "--experts", std::to_string(n_workers_));
     set_flag(p.argv, "--rings", ring_prefix_);
@@ -61,7 +64,9 @@ void ExpertGraph::scale(int n) {
   using namespace std::chrono;
   if (remote_) fail(ErrorKind::kUnsupported, "scale needs a `tandem serve` graph (this one's requester is the launcher)");
   if (n < 1) fail_invalid("scale: expert-workers must be at least 1");
-  const std::vector<int> nodes = plan_worker_nodes(n, numa_node_count());
+  const std::vector<WorkerPlacement> place = plan_expert_workers(read_topology(), n);
+  std::vector<int> nodes;
+  for (const WorkerPlacement& p : place) nodes.push_back(p.node);
   const int W = int(nodes.size());
   int old_w = 0, gen = 0;
   std::string old_arena, old_prefix;
@@ -116,7 +121,7 @@ void ExpertGraph::scale(int n) {
     });
   }
   try {
-    for (int w = 0; w < W; ++w) spawn_expert(w, W, nodes[size_t(w)], arena, create_rings(prefix, w), false);
+    for (int w = 0; w < W; ++w) spawn_expert(w, place[size_t(w)], arena, create_rings(prefix, w), false);
     for (size_t i = 0; i < procs_.size(); ++i)
       if (procs_[i].role == "expert") wait_ready(i, steady_clock::now() + options_.start_timeout);
   } catch (...) {
@@ -145,6 +150,7 @@ void ExpertGraph::scale(int n) {
     arena_path_ = arena;
     ring_prefix_ = prefix;
     n_workers_ = W;
+    placement_ = place;
     generation_ = gen;
     for (size_t i = 0; i < procs_.size(); ++i) {
       Supervised& p = procs_[i];
