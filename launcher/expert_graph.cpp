@@ -1,7 +1,9 @@
 #include "launcher/expert_graph.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -79,14 +81,15 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
   spdlog::info("topology: {}", topo.describe());
   n_workers_ = W;
   const std::string arena_path = run_.file("arena");
-  const bool services = !o.in_process_requester;
+  const auto& sr = o.service_roles;
+  const bool service_hold = o.hold && o.hold->index == 0 && std::find(sr.begin(), sr.end(), o.hold->role) != sr.end();
   if (o.hold && !((o.hold->role == "loader" && o.hold->index == 0) ||
-                  (o.hold->role == "expert" && o.hold->index < W) ||
-                  (services && (o.hold->role == "gpu" || o.hold->role == "coordinator") && o.hold->index == 0)))
-    fail_invalid("--hold {}: no such process; this graph has loader:0 and expert:0..{}{}", o.hold->name(), W - 1,
-                 services ? ", gpu:0 and coordinator:0"
-                          : " (the gpu worker and coordinator run inside the tandem process: debug them with "
-                            "gdb --args tandem ...)");
+                  (o.hold->role == "expert" && o.hold->index < W) || service_hold)) {
+    std::string more;
+    for (const std::string& r : sr) more += ", " + r + ":0";
+    fail_invalid("--hold {}: no such process; this graph has loader:0, expert:0..{}{}{}", o.hold->name(), W - 1, more,
+                 sr.empty() ? " (the rest runs inside the tandem process: debug it with gdb --args tandem ...)" : "");
+  }
   const bool hold_loader = o.hold && o.hold->role == "loader";
   const bool hold_expert = o.hold && o.hold->role == "expert";
   // A held process waits for a person: no start deadline then.
@@ -203,6 +206,26 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
   supervisor_ = std::thread([this] { supervise(); });
 }
 
+ChildProcess ExpertGraph::spawn(const std::vector<std::string>& argv, const std::string& log, int inherit_fd) {
+  if (inherit_fd < 0) return ChildProcess::spawn(argv, log);
+  ::fcntl(inherit_fd, F_SETFD, 0);
+  try {
+    ChildProcess c = ChildProcess::spawn(argv, log);
+    ::fcntl(inherit_fd, F_SETFD, FD_CLOEXEC);
+    return c;
+  } catch (...) {
+    ::fcntl(inherit_fd, F_SETFD, FD_CLOEXEC);
+    throw;
+  }
+}
+
+std::optional<std::string> ExpertGraph::failed_process() const {
+  std::lock_guard lk(mu_);
+  for (const Supervised& p : procs_)
+    if (p.failed) return fmt::format("{}:{}", p.role, p.index);
+  return std::nullopt;
+}
+
 gpu::ExpertLinkPaths ExpertGraph::create_rings(const std::string& prefix, int w) {
   gpu::ExpertLinkPaths p{fmt::format("{}-{}.req", prefix, w), fmt::format("{}-{}.res", prefix, w)};
   RingFile::create(p.requests, ring_request_);
@@ -234,7 +257,8 @@ pid_t ExpertGraph::spawn_expert(int w, const WorkerPlacement& place, const std::
   return pid;
 }
 
-void ExpertGraph::wait_ready(size_t i, std::chrono::steady_clock::time_point deadline) {
+void ExpertGraph::wait_ready(size_t i, std::chrono::steady_clock::time_point deadline,
+                             const std::function<void()>& waiting) {
   using namespace std::chrono;
   for (;;) {
     pid_t pid = 0;
@@ -243,6 +267,7 @@ void ExpertGraph::wait_ready(size_t i, std::chrono::steady_clock::time_point dea
       std::lock_guard lk(mu_);
       Supervised& p = procs_[i];
       who = fmt::format("{}:{}", p.role, p.index);
+      if (options_.stop && options_.stop->load()) fail(ErrorKind::kPeerLost, "stopped while waiting for {}", who);
       if (!p.proc.running())
         fail(ErrorKind::kPeerLost, "{} (pid {}) {} before it was ready; its log:\n{}", who, p.proc.pid(),
              ChildProcess::describe(p.proc.status().value_or(-1)), p.proc.log_tail());
@@ -253,11 +278,13 @@ void ExpertGraph::wait_ready(size_t i, std::chrono::steady_clock::time_point dea
       if (steady_clock::now() > deadline)
         fail(ErrorKind::kTimeout, "{} (pid {}) was not ready in time; its log:\n{}", who, pid, p.proc.log_tail());
     }
+    if (waiting) waiting();
     std::this_thread::sleep_for(milliseconds(20));
   }
 }
 
-pid_t ExpertGraph::add_service(ServiceSpec spec, std::chrono::milliseconds timeout) {
+pid_t ExpertGraph::add_service(ServiceSpec spec, std::chrono::milliseconds timeout,
+                               const std::function<void()>& waiting) {
   using namespace std::chrono;
   const bool held = options_.hold && options_.hold->role == spec.role && options_.hold->index == spec.index;
   std::vector<std::string> argv = spec.argv;  // a restarted process is not held again
@@ -267,8 +294,8 @@ pid_t ExpertGraph::add_service(ServiceSpec spec, std::chrono::milliseconds timeo
   {
     std::lock_guard lk(mu_);
     procs_.push_back({spec.role, spec.index, spec.argv, spec.ready_file,
-                      ChildProcess::spawn(argv, run_.file(fmt::format("{}-{}.log", spec.role, spec.index))), {}, {},
-                      false});
+                      spawn(argv, run_.file(fmt::format("{}-{}.log", spec.role, spec.index)), spec.inherit_fd), {}, {},
+                      false, spec.inherit_fd});
     i = procs_.size() - 1;
     pid = procs_.back().proc.pid();
     state_.update([&](GraphState& s) {
@@ -278,7 +305,7 @@ pid_t ExpertGraph::add_service(ServiceSpec spec, std::chrono::milliseconds timeo
     });
   }
   if (held) announce_hold(options_.hold->name(), pid);
-  wait_ready(i, held ? steady_clock::now() + hours(24 * 365) : steady_clock::now() + timeout);
+  wait_ready(i, held ? steady_clock::now() + hours(24 * 365) : steady_clock::now() + timeout, waiting);
   state_.update([&](GraphState& s) {
     ProcessEntry* e = s.find(spec.role, spec.index);
     e->state = "ready";
@@ -297,7 +324,10 @@ ExpertGraph::~ExpertGraph() {
   if (supervisor_.joinable()) supervisor_.join();
   model_.reset();
   remote_.reset();
-  // The coordinator first (it stops taking requests), the loader last.
+  // The coordinator first (it stops taking requests and ends the ones in
+  // flight with an error), then the others in reverse order, the loader last.
+  for (Supervised& p : procs_)
+    if (p.role == "coordinator") p.proc.stop(std::chrono::milliseconds(5000));
   for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) it->proc.stop();
 }
 
@@ -331,7 +361,7 @@ void ExpertGraph::respawn(Supervised& p) {
   ChildProcess& c = p.proc;
   const std::string how = c.status() ? ChildProcess::describe(*c.status()) : "is gone";
   const pid_t old = c.pid();
-  c = ChildProcess::spawn(p.argv, c.log_path());
+  c = spawn(p.argv, c.log_path(), p.inherit_fd);
   p.restarts.push_back(std::chrono::steady_clock::now());
   p.retry_at = {};
   spdlog::warn("{}:{} (pid {}) {}; started it again as pid {} (the arena is not rebuilt)", p.role, p.index,

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +58,10 @@ struct ExpertGraphOptions {
   // The loader stays after building, serving the manifest to every
   // coordinator of the run (serve); supervised and restarted like the rest.
   bool loader_serves = false;
+  // Roles add_service() will start (for --hold's check), e.g. {"gpu", "coordinator"}.
+  std::vector<std::string> service_roles;
+  // Set by a signal handler: waits for processes to get ready give up.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // A further supervised process of the graph (the coordinator, gpu workers).
@@ -66,6 +71,7 @@ struct ServiceSpec {
   std::vector<std::string> argv;  // argv[0]: the binary's path (ExpertGraph::binary)
   std::string ready_file;         // where it writes its pid once ready
   std::string note;               // for `tandem ps`
+  int inherit_fd = -1;            // a descriptor this process (only) inherits, e.g. the HTTP socket
 };
 
 // A supervisor thread restarts a dead expert worker at once (then with
@@ -83,7 +89,10 @@ class ExpertGraph {
   // dies, and waits until it has written its pid to its ready file; throws
   // naming it, with its log's tail, if it exits first or takes longer than
   // `timeout` (none while it is held for a debugger).
-  pid_t add_service(ServiceSpec spec, std::chrono::milliseconds timeout);
+  // `waiting` is called every 20 ms meanwhile (e.g. to answer the service's
+  // handshake when this process is its coordinator).
+  pid_t add_service(ServiceSpec spec, std::chrono::milliseconds timeout, const std::function<void()>& waiting = {});
+  const RunDirectory& run() const { return run_; }
   // A binary next to tandem's; throws kNotFound if it is missing.
   std::string binary(const std::string& name) const;
   int expert_workers() const { return n_workers_; }
@@ -104,6 +113,8 @@ class ExpertGraph {
   gpu::RemoteExperts& remote() { return *remote_; }
   const arena::Arena& arena() const { return *arena_; }
   GraphState state() const { return state_.snapshot(); }
+  // "role:index" of a process the supervisor gave up on, if any.
+  std::optional<std::string> failed_process() const;
 
  private:
   struct Supervised {
@@ -115,7 +126,11 @@ class ExpertGraph {
     std::vector<std::chrono::steady_clock::time_point> restarts;  // within the last minute
     std::chrono::steady_clock::time_point retry_at{};              // set while backing off
     bool failed = false;
+    int inherit_fd = -1;
   };
+  // Under mu_ (every spawn is): only `inherit_fd` loses close-on-exec, and
+  // only while this child is forked.
+  static ChildProcess spawn(const std::vector<std::string>& argv, const std::string& log, int inherit_fd = -1);
   void check_workers();
   // RemoteExpertsOptions::restart: starts worker w again if it is gone.
   bool restart_worker(int w);
@@ -123,7 +138,8 @@ class ExpertGraph {
   void supervise();
   void supervise_once();
   // Waits for p's ready file (p.proc exiting first is an error).
-  void wait_ready(size_t i, std::chrono::steady_clock::time_point deadline);
+  void wait_ready(size_t i, std::chrono::steady_clock::time_point deadline,
+                  const std::function<void()>& waiting = {});
   void announce_hold(const std::string& who, pid_t pid) const;
   gpu::ExpertLinkPaths create_rings(const std::string& prefix, int w);
   // Starts expert worker w pinned where `place` says and registers it.
@@ -133,6 +149,9 @@ class ExpertGraph {
   void retarget(Supervised& p) const;
 
   ExpertGraphOptions options_;
+  // Before procs_: the children are stopped before the directory is removed,
+  // also when the constructor throws.
+  RunDirectory run_;
   GraphStateFile state_;
   mutable std::mutex mu_;  // procs_
   // In the order they were started: the loader when it stays, the expert
@@ -150,7 +169,6 @@ class ExpertGraph {
   std::condition_variable stop_cv_;
   std::thread supervisor_;
 
-  RunDirectory run_;
   std::unique_ptr<ModelSource> config_source_;
   std::unique_ptr<arena::Arena> arena_;
   std::unique_ptr<gpu::RemoteExperts> remote_;

@@ -1,5 +1,6 @@
 #include "launcher/serve.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/model/model_source.h"
+#include "common/shm/process.h"
 #include "common/text/jinja/chat_template.h"
 #include "common/text/tokenizer.h"
 #include "services/coordinator/generator.h"
@@ -71,21 +73,30 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   g.command = "serve";
   g.in_process_requester = false;
   g.loader_serves = true;
+  g.service_roles = {"gpu", "coordinator"};
+  g.stop = &stop;
   ExpertGraph graph(g);
-  // The coordinator inherits the listening socket (a duplicate without
-  // close-on-exec), so a restarted one serves the same port and connections
-  // made in between wait in the backlog. The API key travels in the
-  // environment, not on a command line others can read.
-  const int fd = ::dup(server.fd());
+  // The coordinator (only) inherits the listening socket, so a restarted one
+  // serves the same port and connections made in between wait in the
+  // backlog. The API key goes in a file private to the user, not on a
+  // command line or in an environment others may read.
+  const int fd = ::fcntl(server.fd(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) throw Error(ErrorKind::kSystem, "dup of the listening socket", errno);
-  if (!o.api_key.empty()) ::setenv("TANDEM_API_KEY", o.api_key.c_str(), 1);
   const std::string run = graph.run_dir();
   const std::string parent = std::to_string(::getpid());
+  std::vector<std::string> coord = {graph.binary("tandem-coordinator"), "--model", o.model, "--run-dir", run,
+                                    "--listen-fd", std::to_string(fd), "--host", o.host, "--model-name",
+                                    model_name_of(o), "--parent-pid", parent};
+  std::string key = o.api_key;
+  if (key.empty())
+    if (const char* k = std::getenv("TANDEM_API_KEY")) key = k;
+  if (!key.empty()) {
+    const std::string key_file = graph.run().file("api-key");
+    write_private_file(key_file, key);
+    coord.insert(coord.end(), {"--api-key-file", key_file});
+  }
   using namespace std::chrono;
-  graph.add_service({"coordinator", 0,
-                     {graph.binary("tandem-coordinator"), "--model", o.model, "--run-dir", run, "--listen-fd",
-                      std::to_string(fd), "--host", o.host, "--model-name", model_name_of(o), "--parent-pid", parent},
-                     run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler"},
+  graph.add_service({"coordinator", 0, coord, run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler", fd},
                     seconds(120));
   graph.add_service({"gpu", 0,
                      {graph.binary("tandem-gpu-worker"), "--model", o.model, "--run-dir", run, "--arena",
@@ -94,13 +105,17 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
                       run + "/gpu-0.ready"},
                      run + "/gpu-0.ready", "host backend: attention, router, shared experts, head, sampling"},
                     seconds(600));
-  const char* key = std::getenv("TANDEM_API_KEY");
   spdlog::info("listening on http://{}:{} (model '{}'{}); run {}; stop with Ctrl-C or `tandem stop`", o.host,
-               server.port(), model_name_of(o), key && *key ? ", API key required" : "", run);
+               server.port(), model_name_of(o), key.empty() ? "" : ", API key required", run);
   // `tandem scale` leaves its request in the run directory (scale.h).
   while (!stop.load()) {
     std::this_thread::sleep_for(milliseconds(100));
     serve_scale_request(graph);
+    if (auto failed = graph.failed_process()) {
+      // Without it nothing can be answered: stop rather than hold the port.
+      spdlog::error("{} keeps dying; stopping the graph (its log is in {})", *failed, run);
+      return 1;
+    }
   }
   spdlog::info("stopping the graph");
   return 0;

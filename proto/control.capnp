@@ -140,6 +140,7 @@ struct StepSequence {
   capacity @4 :UInt64;
   sampling @5 :Sampling;
   topLogprobs @6 :Int32;      # -1: none
+  allLogits @7 :Bool;         # return every token's logits (tandem logits)
 }
 
 struct StepRequest {
@@ -153,6 +154,7 @@ struct SampledToken {
   logprob @2 :Float32;
   topIds @3 :List(UInt32);
   topLogprobs @4 :List(Float32);
+  logits @5 :List(Float32);   # allLogits: one vocabulary row per token
 }
 
 # Gpu worker → coordinator: one entry per StepRequest sequence, in order.

@@ -77,7 +77,7 @@ wait "$gdbpid" || true
 grep -q "exited normally\|exited with code" "$work/gdb-serve.log" || { cat "$work/gdb-serve.log"; echo "gdb did not run the gpu worker to its end"; exit 1; }
 
 # Targets that do not exist are refused with the reason.
-for bad in gpu:0 expert:2 loader:1 nonsense; do
+for bad in coordinator:0 expert:2 loader:1 nonsense; do
   if TANDEM_RUN_BASE=$base "$tandem" logits --model "$model" --tokens "1" --expert-workers 2 --hold "$bad" \
        >/dev/null 2>"$work/bad.log"; then
     echo "--hold $bad was accepted"; exit 1

@@ -1,5 +1,6 @@
 #include "common/shm/process.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -74,6 +75,15 @@ void write_pid_file(const std::string& path) {
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error(ErrorKind::kSystem, "cannot rename " + tmp + " to " + path, errno);
+}
+
+void write_private_file(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error(ErrorKind::kSystem, "cannot create " + path, errno);
+  const ssize_t n = ::write(fd, text.data(), text.size());
+  const int err = errno;
+  ::close(fd);
+  if (n != ssize_t(text.size())) throw Error(ErrorKind::kSystem, "cannot write " + path, err);
 }
 
 }  // namespace tandem

@@ -33,5 +33,8 @@ ProcessId parse_process_id(const std::string& text);
 // Writes "<this pid>\n" to `path` whole (a temporary file, then rename), the
 // way a process tells its supervisor and peers that it is ready.
 void write_pid_file(const std::string& path);
+// Creates `path` (exclusively, mode 0600, not following links) holding
+// `text`: a secret for another process of this user, e.g. an API key.
+void write_private_file(const std::string& path, const std::string& text);
 
 }  // namespace tandem

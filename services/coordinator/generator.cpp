@@ -46,12 +46,16 @@ Generator::Generator(gpu::Stepper& stepper, const text::Tokenizer& tokenizer, Ge
 }
 
 Generator::~Generator() {
+  shutdown();
+  scheduler_.join();
+}
+
+void Generator::shutdown() {
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
-  scheduler_.join();
 }
 
 GeneratorStats Generator::stats() const {
@@ -176,14 +180,24 @@ bool Generator::recover(std::vector<std::shared_ptr<Request>>& running, const st
   }
   if (++failed_steps_ > options_.max_recoveries) {
     spdlog::error("giving up after {} replays without progress: {}", options_.max_recoveries, why.what());
+    failed_steps_ = 0;  // the next requests get their own tries
     return false;
   }
   const auto* e = dynamic_cast<const Error*>(&why);
   if (e && e->kind() == ErrorKind::kPeerLost) {
     spdlog::warn("the gpu worker was lost ({}); waiting for it to come back", why.what());
-    if (!stepper_.wait_ready(std::chrono::steady_clock::now() + options_.recovery_timeout)) {
-      spdlog::error("no gpu worker came back within {} ms", options_.recovery_timeout.count());
-      return false;
+    const auto deadline = std::chrono::steady_clock::now() + options_.recovery_timeout;
+    while (!stepper_.wait_ready(std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200)))) {
+      bool stopping = false;
+      {
+        std::lock_guard lk(mu_);
+        stopping = stopping_;
+      }
+      if (stopping || std::chrono::steady_clock::now() >= deadline) {
+        if (!stopping) spdlog::error("no gpu worker came back within {} ms", options_.recovery_timeout.count());
+        failed_steps_ = 0;
+        return false;
+      }
     }
   }
   spdlog::warn("replaying {} running sequence(s) into the gpu worker", running.size());

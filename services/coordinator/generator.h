@@ -67,6 +67,9 @@ class Generator {
   int64_t context_length() const { return context_; }
   uint64_t requests_served() const { return stats().requests_served; }
   GeneratorStats stats() const;
+  // Ends every request (running ones with an error) and takes no more;
+  // the destructor does the same.
+  void shutdown();
 
  private:
   struct Request;

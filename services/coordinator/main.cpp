@@ -3,6 +3,7 @@
 //   tandem-coordinator --model M.gguf --run-dir RUN [--port 8080]
 #include <atomic>
 #include <csignal>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -21,6 +22,7 @@ const char* kUsage = R"(usage: tandem-coordinator --model PATH --run-dir DIR [op
   --port N           listen port (default 8080)
   --listen-fd FD     serve on this inherited listening socket instead
   --api-key KEY      require "Authorization: Bearer KEY" (TANDEM_API_KEY also sets it)
+  --api-key-file F   the same, read from F (how the launcher passes it)
   --model-name NAME  what /v1/models reports (default tandem)
   --parent-pid PID   stop when that process is gone
   --hold             wait for a debugger before serving (prints the command to attach)
@@ -52,6 +54,11 @@ tandem::coordinator::CoordinatorOptions parse(int argc, char** argv) {
     else if (a == "--port") o.port = parse_int(a, v);
     else if (a == "--listen-fd") o.listen_fd = parse_int(a, v);
     else if (a == "--api-key") o.api_key = v;
+    else if (a == "--api-key-file") {
+      std::ifstream in(v);
+      if (!in || !std::getline(in, o.api_key) || o.api_key.empty())
+        tandem::fail_invalid("--api-key-file {}: cannot read a key from it", v);
+    }
     else if (a == "--model-name") o.model_name = v;
     else if (a == "--parent-pid") {
       o.parent = tandem::find_process(pid_t(parse_int(a, v)));

@@ -19,7 +19,11 @@ std::optional<control::DecodedFrame> RemoteStepper::pump(milliseconds timeout, u
   std::optional<control::DecodedFrame> reply;
   for (control::ServerEvent& ev : server_.poll(timeout)) {
     if (ev.peer.role != proto::Role::GPU) {
-      if (other_) other_(ev);
+      try {
+        if (other_) other_(ev);
+      } catch (const std::exception& e) {  // the gpu events in this batch still count
+        spdlog::warn("control event from {}: {}", control::to_string(ev.peer), e.what());
+      }
       continue;
     }
     switch (ev.kind) {
@@ -58,13 +62,16 @@ std::vector<gpu::SampledToken> RemoteStepper::step(std::span<const gpu::StepItem
   capnp::MallocMessageBuilder b;
   gpu::encode_step_request(b.initRoot<proto::Envelope>().initStepRequest(), items, releases_);
   lost_ = false;
+  const control::PeerIdentity to = *worker_;
   uint64_t id = 0;
   try {
-    id = server_.send_request(*worker_, b);
+    id = server_.send_request(to, b);
   } catch (const Error& e) {
-    // Its socket is gone before the server noticed the process is.
-    worker_.reset();
-    has_worker_ = false;
+    // Gone before the server noticed (it is dropped), or not reading yet.
+    if (!server_.find(to)) {
+      worker_.reset();
+      has_worker_ = false;
+    }
     fail(ErrorKind::kPeerLost, "the gpu worker cannot be reached: {}", e.what());
   }
   releases_.clear();
@@ -72,7 +79,7 @@ std::vector<gpu::SampledToken> RemoteStepper::step(std::span<const gpu::StepItem
     std::optional<control::DecodedFrame> reply = pump(milliseconds(100), id);
     if (reply) {
       auto env = reply->envelope();
-      if (env.which() == proto::Envelope::ERROR) throw control::RemoteError(control::to_string(*worker_), env.getError());
+      if (env.which() == proto::Envelope::ERROR) throw control::RemoteError(control::to_string(to), env.getError());
       if (env.which() != proto::Envelope::STEP_REPLY)
         fail(ErrorKind::kInternal, "the gpu worker answered a step with {}", control::message_name(env));
       return gpu::decode_step_reply(env.getStepReply(), items.size());
@@ -87,12 +94,18 @@ void RemoteStepper::idle() {
   // Free the caches now rather than at the next step; the reply is not awaited.
   capnp::MallocMessageBuilder b;
   gpu::encode_step_request(b.initRoot<proto::Envelope>().initStepRequest(), {}, releases_);
+  server_.send_request(*worker_, b);  // a failure is logged by the caller; the releases go with the next try
   releases_.clear();
-  server_.send_request(*worker_, b);  // a failure is logged by the caller; the next step finds the loss
 }
 
 bool RemoteStepper::wait_ready(steady_clock::time_point deadline) {
   for (;;) {
+    if (!worker_)  // one that joined while this object had dropped it
+      for (const auto& [slot, peer] : server_.peers())
+        if (peer.identity.role == proto::Role::GPU) {
+          worker_ = peer.identity;
+          has_worker_ = true;
+        }
     if (worker_) {
       const control::PeerInfo* p = server_.find(*worker_);
       if (p && p->state == proto::PeerState::READY) return true;

@@ -78,6 +78,7 @@ int run_coordinator(const CoordinatorOptions& o, zmq::context_t& context, const 
   std::jthread watch([&](std::stop_token st) {
     while (!st.stop_requested() && !stop.load() && !(o.parent && !is_alive(*o.parent)))
       std::this_thread::sleep_for(milliseconds(100));
+    gen.shutdown();  // requests in flight end with an error, so the server can finish
     done = true;
   });
   http.serve([&](const HttpRequest& r, HttpResponder& out) { api.handle(r, out); }, done);

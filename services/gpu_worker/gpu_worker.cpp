@@ -56,11 +56,15 @@ std::optional<Served> handle(control::ControlClient& client, StepRunner& runner,
   }
   for (uint64_t s : step.release) runner.release(s);
   std::vector<SampledToken> out;
+  bool told_to_stop = false;
   if (!step.items.empty()) {
-    // The step runs on its own thread; this one heartbeats meanwhile.
+    // The step runs on its own thread; this one heartbeats meanwhile (the
+    // coordinator sends nothing else while it waits, but a Shutdown counts).
     auto done = std::async(std::launch::async, [&] { return runner.step(step.items); });
     try {
-      while (done.wait_for(milliseconds(50)) != std::future_status::ready) client.poll(milliseconds(0));
+      while (done.wait_for(milliseconds(50)) != std::future_status::ready)
+        if (auto f = client.poll(milliseconds(0)); f && f->envelope().which() == proto::Envelope::SHUTDOWN)
+          told_to_stop = true;
     } catch (...) {
       done.wait();
       throw;
@@ -79,6 +83,7 @@ std::optional<Served> handle(control::ControlClient& client, StepRunner& runner,
   capnp::MallocMessageBuilder b;
   encode_step_reply(b.initRoot<proto::Envelope>().initStepReply(), out);
   client.reply(rid, b);
+  if (told_to_stop) return Served::kShutdown;
   return std::nullopt;
 }
 

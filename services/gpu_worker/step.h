@@ -35,6 +35,7 @@ struct StepItem {
   std::span<const uint32_t> tokens;   // appended at `position`
   bool sample = false;                // sample the token after them
   const SequenceParams* params = nullptr;  // required at position 0: (re)opens the sequence
+  bool all_logits = false;            // return the logits of every token (tandem logits)
 };
 
 struct SampledToken {
@@ -42,6 +43,7 @@ struct SampledToken {
   uint32_t token = 0;
   float logprob = 0;                              // when top_logprobs >= 0
   std::vector<std::pair<uint32_t, float>> top;    // the most likely ids, best first
+  std::vector<float> logits;                      // all_logits: one vocab row per token
 };
 
 // Where steps run: in this process (StepRunner) or in a gpu worker process

@@ -15,6 +15,7 @@ void encode_step_request(proto::StepRequest::Builder out, std::span<const StepIt
     auto toks = s.initTokens(unsigned(it.tokens.size()));
     for (size_t k = 0; k < it.tokens.size(); ++k) toks.set(unsigned(k), it.tokens[k]);
     s.setSample(it.sample);
+    s.setAllLogits(it.all_logits);
     s.setTopLogprobs(-1);
     if (it.params) {
       s.setCapacity(uint64_t(it.params->capacity));
@@ -46,6 +47,7 @@ DecodedStep decode_step_request(proto::StepRequest::Reader in) {
     for (uint32_t t : s.getTokens()) toks.push_back(t);
     it.tokens = toks;
     it.sample = s.getSample();
+    it.all_logits = s.getAllLogits();
     if (it.position == 0) {
       SequenceParams& p = d.params.emplace_back();
       if (s.getCapacity() > uint64_t(INT32_MAX)) fail_invalid("sequence {}: capacity {} is too large", it.sequence, s.getCapacity());
@@ -82,6 +84,10 @@ void encode_step_reply(proto::StepReply::Builder out, std::span<const SampledTok
       ids.set(unsigned(k), t.top[k].first);
       lps.set(unsigned(k), t.top[k].second);
     }
+    if (!t.logits.empty()) {
+      auto l = r.initLogits(unsigned(t.logits.size()));
+      for (size_t k = 0; k < t.logits.size(); ++k) l.set(unsigned(k), t.logits[k]);
+    }
   }
 }
 
@@ -99,6 +105,7 @@ std::vector<SampledToken> decode_step_reply(proto::StepReply::Reader in, size_t 
     auto lps = r.getTopLogprobs();
     if (ids.size() != lps.size()) fail_invalid("step reply {}: {} top ids but {} log-probabilities", i, ids.size(), lps.size());
     for (unsigned k = 0; k < ids.size(); ++k) out[i].top.emplace_back(ids[k], lps[k]);
+    for (float v : r.getLogits()) out[i].logits.push_back(v);
   }
   return out;
 }

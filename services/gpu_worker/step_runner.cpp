@@ -55,26 +55,39 @@ std::vector<SampledToken> StepRunner::step(std::span<const StepItem> items) {
   }
   std::vector<Sequence*> seqs;
   std::vector<engine::Model::Sequence> batch;
-  for (const StepItem& it : items) {
+  std::vector<size_t> batched;  // items in the batch; the rest want every row's logits
+  for (size_t i = 0; i < items.size(); ++i) {
+    const StepItem& it = items[i];
     auto& slot = seqs_[it.sequence];
     if (it.position == 0) slot = std::make_unique<Sequence>(model_, *it.params);
     seqs.push_back(slot.get());
-    batch.push_back({it.tokens, &slot->cache});
+    if (!it.all_logits) {
+      batched.push_back(i);
+      batch.push_back({it.tokens, &slot->cache});
+    }
   }
+  const size_t V = c.vocab_size;
+  std::vector<SampledToken> out(items.size());
   std::vector<float> logits;
   try {
-    logits = model_.forward_last(batch);
+    if (!batch.empty()) logits = model_.forward_last(batch);
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].all_logits) out[i].logits = model_.forward(items[i].tokens, seqs[i]->cache);
   } catch (...) {
     for (const StepItem& it : items) seqs_.erase(it.sequence);
     throw;
   }
-  const size_t V = c.vocab_size;
-  std::vector<SampledToken> out(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     Sequence& s = *seqs[i];
     s.history.insert(s.history.end(), items[i].tokens.begin(), items[i].tokens.end());
     if (!items[i].sample) continue;
-    const std::span<const float> row = std::span(logits).subspan(i * V, V);
+    std::span<const float> row;
+    if (items[i].all_logits) {
+      row = std::span<const float>(out[i].logits).last(V);
+    } else {
+      const size_t b = size_t(std::find(batched.begin(), batched.end(), i) - batched.begin());
+      row = std::span<const float>(logits).subspan(b * V, V);
+    }
     out[i].sampled = true;
     out[i].token = s.sampler.sample(row, s.history);
     if (s.params.top_logprobs >= 0) token_logprobs(row, out[i].token, s.params.top_logprobs, out[i]);
