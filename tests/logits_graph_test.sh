@@ -3,7 +3,7 @@
 # tandem-gpu-worker process; the tandem process is their coordinator) against
 # every role in one process (--single-process --expert-workers 2: the same
 # arena slices and order of additions): logits within 1e-4 and the same
-# greedy tokens, on F32 fixtures of each architecture and a quantised one.
+# greedy tokens, on every fixture model (each GGUF variant and each HF folder).
 #   logits_graph_test.sh BUILD_DIR FIXTURES_DIR
 set -euo pipefail
 build=$1
@@ -16,8 +16,9 @@ trap 'rm -rf "$work"' EXIT
 export TANDEM_RUN_BASE=$work/runs
 mkdir -m 700 "$TANDEM_RUN_BASE"
 tokens="1 17 300 42 9 77 5 123"
-for m in qwen3moe/model-f32.gguf qwen2moe/model-f32.gguf mixtral/model-f32.gguf deepseek3/model-f32.gguf \
-         deepseek3/model-q8_0.gguf qwen3moe/hf; do
+models=$(cd "$fixtures" && ls -d */model-*.gguf */hf | sort)
+[[ $(echo "$models" | wc -l) -ge 10 ]] || { echo "expected the fixture models, found: $models"; exit 1; }
+for m in $models; do
   model=$fixtures/$m
   "$build/bin/tandem" logits --model "$model" --tokens "$tokens" --greedy 4 --expert-workers 2 \
     >"$work/graph.json" 2>"$work/graph.log" || { tail -20 "$work/graph.log"; echo "$m: graph failed"; exit 1; }
