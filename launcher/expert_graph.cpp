@@ -329,6 +329,36 @@ ExpertGraph::~ExpertGraph() {
   for (Supervised& p : procs_)
     if (p.role == "coordinator") p.proc.stop(std::chrono::milliseconds(5000));
   for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) it->proc.stop();
+  // The run directory goes with this object; when something died in it,
+  // its logs are what a person will want to read.
+  bool troubled = false;
+  for (const Supervised& p : procs_) troubled = troubled || p.failed || !p.restarts.empty();
+  if (troubled) keep_logs();
+}
+
+namespace {
+constexpr size_t kKeptLogRuns = 8;
+}  // namespace
+
+void ExpertGraph::keep_logs() const {
+  namespace fs = std::filesystem;
+  try {
+    const fs::path dir = fs::path(run_.path()).parent_path() / "logs";
+    ensure_private_dir(dir.string());
+    const fs::path to = dir / run_.name();
+    fs::create_directory(to);
+    fs::permissions(to, fs::perms::owner_all, fs::perm_options::replace);
+    for (const auto& e : fs::directory_iterator(run_.path()))
+      if (e.path().extension() == ".log") fs::copy_file(e.path(), to / e.path().filename());
+    spdlog::warn("processes of this run died; their logs are kept in {}", to.string());
+    // The run base is usually in memory (/dev/shm): only the newest few stay.
+    std::vector<fs::directory_entry> kept{fs::directory_iterator(dir), fs::directory_iterator()};
+    std::sort(kept.begin(), kept.end(),
+              [](const auto& a, const auto& b) { return a.last_write_time() > b.last_write_time(); });
+    for (size_t i = kKeptLogRuns; i < kept.size(); ++i) fs::remove_all(kept[i].path());
+  } catch (const std::exception& e) {
+    spdlog::warn("could not keep the run's logs: {}", e.what());
+  }
 }
 
 std::vector<pid_t> ExpertGraph::worker_pids() const {

@@ -141,6 +141,9 @@ class ExpertGraph {
   void wait_ready(size_t i, std::chrono::steady_clock::time_point deadline,
                   const std::function<void()>& waiting = {});
   void announce_hold(const std::string& who, pid_t pid) const;
+  // Copies RUN/*.log to <run base>/logs/<run name>/ (private to the user);
+  // the 8 newest such folders are kept.
+  void keep_logs() const;
   gpu::ExpertLinkPaths create_rings(const std::string& prefix, int w);
   // Starts expert worker w pinned where `place` says and registers it.
   pid_t spawn_expert(int w, const WorkerPlacement& place, const std::string& arena, const gpu::ExpertLinkPaths& link,

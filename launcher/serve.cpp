@@ -113,7 +113,7 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
     serve_scale_request(graph);
     if (auto failed = graph.failed_process()) {
       // Without it nothing can be answered: stop rather than hold the port.
-      spdlog::error("{} keeps dying; stopping the graph (its log is in {})", *failed, run);
+      spdlog::error("{} keeps dying; stopping the graph", *failed);
       return 1;
     }
   }

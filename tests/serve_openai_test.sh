@@ -108,13 +108,20 @@ print("scaled to 3 expert workers during 6 requests; arena", r["arena"])
 '
 grep -h "replaying" "$base"/run-*/coordinator-0.log | tail -1 || true
 
-# tandem stop: the launcher stops cleanly (exit 0) and takes its run with it.
+# tandem stop: the launcher stops cleanly (exit 0) and takes its run with it
+# (keeping the logs of a run whose processes died).
 TANDEM_RUN_BASE=$base "$build/bin/tandem" stop --timeout 20 || { echo "tandem stop failed"; exit 1; }
 if kill -0 "$pid" 2>/dev/null; then echo "serve still runs after tandem stop"; exit 1; fi
 wait "$pid" || { echo "serve exited with $?"; tail -20 "$work/serve.log"; exit 1; }
 if TANDEM_RUN_BASE=$base "$build/bin/tandem" stop >/dev/null; then echo "stop with nothing running succeeded"; exit 1; fi
 pid=
-left=$(find "$base" -mindepth 1 | head -5)
+# Nothing of the run is left but, since processes died in it, its logs.
+left=$(find "$base" -mindepth 1 -not -path "$base/logs*" | head -5)
 [[ -z "$left" ]] || { echo "left behind: $left"; exit 1; }
+for f in coordinator-0 gpu-0 loader-0 expert-0 expert-1; do
+  ls "$base"/logs/run-*/"$f.log" >/dev/null 2>&1 || { echo "$f.log was not kept: $(ls -R "$base/logs")"; exit 1; }
+done
+[[ "$(stat -c %a "$base/logs")" == 700 ]] || { echo "logs directory is not private"; exit 1; }
+grep -q "their logs are kept in" "$work/serve.log" || { echo "the kept logs were not announced"; exit 1; }
 grep -q "expert worker(s) serving" "$work/serve.log" || { echo "no expert workers in the log"; exit 1; }
 echo "serve_openai_test: ok"

@@ -67,11 +67,14 @@ std::vector<gpu::SampledToken> RemoteStepper::step(std::span<const gpu::StepItem
   try {
     id = server_.send_request(to, b);
   } catch (const Error& e) {
-    // Gone before the server noticed (it is dropped), or not reading yet.
+    // Gone before the server noticed (it is dropped), or not reading yet:
+    // wait_ready() gives the server time to tell which.
     if (!server_.find(to)) {
       worker_.reset();
       has_worker_ = false;
     }
+    unreachable_ = control::to_string(to);
+    unreachable_since_ = steady_clock::now();
     fail(ErrorKind::kPeerLost, "the gpu worker cannot be reached: {}", e.what());
   }
   releases_.clear();
@@ -106,7 +109,11 @@ bool RemoteStepper::wait_ready(steady_clock::time_point deadline) {
           worker_ = peer.identity;
           has_worker_ = true;
         }
-    if (worker_) {
+    // One that could not be reached is trusted again only after a while
+    // (by then the server has noticed if its process is gone).
+    const bool suspect = worker_ && control::to_string(*worker_) == unreachable_ &&
+                         steady_clock::now() < unreachable_since_ + milliseconds(1000);
+    if (worker_ && !suspect) {
       const control::PeerInfo* p = server_.find(*worker_);
       if (p && p->state == proto::PeerState::READY) return true;
     }

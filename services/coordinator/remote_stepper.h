@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/control/server.h"
@@ -46,6 +47,8 @@ class RemoteStepper final : public gpu::Stepper {
   std::atomic<bool> has_worker_{false};
   bool lost_ = false;  // the worker of the step in flight was lost
   std::vector<uint64_t> releases_;
+  std::string unreachable_;  // the last worker a send failed to, "role/index/epoch"
+  std::chrono::steady_clock::time_point unreachable_since_{};
 };
 
 }  // namespace tandem::coordinator
