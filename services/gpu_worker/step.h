@@ -6,10 +6,11 @@
 // Positions make the two agree: an item names how many tokens of the
 // sequence the worker should already hold. A worker that does not hold them
 // (it was restarted) answers kNotFound, and the coordinator replays the
-// sequence from position 0 with the same chunks it used the first time —
-// every row's numbers depend only on its own sequence (model.h), and a random
-// draw only on the seed and the position (sampler.h), so the replayed
-// sequence continues with exactly the tokens an undisturbed run would give.
+// sequence from position 0 with the same chunks it used the first time — a
+// row's numbers depend only on its own sequence (model.h; the fast kernels
+// may take a blocked path by row count, which can change the last bits), and
+// a random draw only on the seed and the position (sampler.h), so the
+// replayed sequence continues with the tokens an undisturbed run would give.
 #pragma once
 
 #include <chrono>
