@@ -4,18 +4,15 @@
 #include <atomic>
 #include <csignal>
 #include <fstream>
-#include <iostream>
 #include <string>
 
 #include <zmq.hpp>
 
 #include "common/error.h"
-#include "common/log.h"
+#include "common/service_main.h"
 #include "services/coordinator/service.h"
 
 namespace {
-
-std::atomic<bool> g_stop{false};  // set by SIGINT/SIGTERM
 
 const char* kUsage = R"(usage: tandem-coordinator --model PATH --run-dir DIR [options]
   --host ADDR        listen address (default 127.0.0.1)
@@ -28,15 +25,6 @@ const char* kUsage = R"(usage: tandem-coordinator --model PATH --run-dir DIR [op
   --hold             wait for a debugger before serving (prints the command to attach)
 )";
 
-int parse_int(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    int n = std::stoi(v, &used);
-    if (used == v.size() && n >= 0) return n;
-  } catch (const std::exception&) {
-  }
-  tandem::fail_invalid("{} '{}': expected a non-negative integer", flag, v);
-}
 
 tandem::coordinator::CoordinatorOptions parse(int argc, char** argv) {
   tandem::coordinator::CoordinatorOptions o;
@@ -51,8 +39,8 @@ tandem::coordinator::CoordinatorOptions parse(int argc, char** argv) {
     if (a == "--model") o.model = v;
     else if (a == "--run-dir") o.run_dir = v;
     else if (a == "--host") o.host = v;
-    else if (a == "--port") o.port = parse_int(a, v);
-    else if (a == "--listen-fd") o.listen_fd = parse_int(a, v);
+    else if (a == "--port") o.port = tandem::parse_flag_number<int>(a, v);
+    else if (a == "--listen-fd") o.listen_fd = tandem::parse_flag_number<int>(a, v);
     else if (a == "--api-key") o.api_key = v;
     else if (a == "--api-key-file") {
       std::ifstream in(v);
@@ -61,7 +49,7 @@ tandem::coordinator::CoordinatorOptions parse(int argc, char** argv) {
     }
     else if (a == "--model-name") o.model_name = v;
     else if (a == "--parent-pid") {
-      o.parent = tandem::find_process(pid_t(parse_int(a, v)));
+      o.parent = tandem::find_process(pid_t(tandem::parse_flag_number<int>(a, v)));
       if (!o.parent) throw tandem::Error(tandem::ErrorKind::kPeerLost, "--parent-pid " + v + ": no such process");
     } else {
       tandem::fail_invalid("unknown option '{}'", a);
@@ -77,26 +65,12 @@ tandem::coordinator::CoordinatorOptions parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << kUsage;
-    return 0;
-  }
-  tandem::coordinator::CoordinatorOptions o;
-  try {
-    o = parse(argc, argv);
-  } catch (const tandem::Error& e) {
-    std::cerr << "tandem-coordinator: " << e.what() << "\n" << kUsage;
-    return 2;
-  }
-  tandem::init_logging("coordinator", 0);
-  std::signal(SIGINT, [](int) { g_stop = true; });
-  std::signal(SIGTERM, [](int) { g_stop = true; });
-  std::signal(SIGPIPE, SIG_IGN);
-  zmq::context_t context;  // outlives every socket
-  try {
-    return tandem::coordinator::run_coordinator(o, context, g_stop);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  return tandem::service_main(
+      argc, argv, "tandem-coordinator", kUsage, parse,
+      [](const auto&) { return std::pair<std::string, int>("coordinator", 0); },
+      [](const auto& o, const std::atomic<bool>& stop) {
+        std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-answer is an error return, not a signal
+        zmq::context_t context;         // outlives every socket
+        return tandem::coordinator::run_coordinator(o, context, stop);
+      });
 }

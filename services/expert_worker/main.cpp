@@ -4,18 +4,14 @@
 //   tandem-expert-worker --arena RUN/arena --worker 0 --requests RUN/experts-0.req
 //       --responses RUN/experts-0.res --top-k 8 [--threads N] [--cpus 0-3]
 #include <atomic>
-#include <csignal>
-#include <iostream>
 #include <string>
 
 #include "common/error.h"
-#include "common/log.h"
+#include "common/service_main.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "services/expert_worker/expert_worker.h"
 
 namespace {
-
-std::atomic<bool> g_stop{false};  // set by SIGINT/SIGTERM; read between requests
 
 const char* kUsage = R"(usage: tandem-expert-worker --arena PATH --worker N --requests RING --responses RING --top-k K [options]
   --threads N        compute threads (default 1)
@@ -26,15 +22,6 @@ const char* kUsage = R"(usage: tandem-expert-worker --arena PATH --worker N --re
 The rings are created by the requester; TANDEM_CPU_ISA forces a kernel level.
 )";
 
-int parse_int(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    int n = std::stoi(v, &used);
-    if (used == v.size() && n >= 0) return n;
-  } catch (const std::exception&) {
-  }
-  tandem::fail_invalid("{} '{}': expected a non-negative integer", flag, v);
-}
 
 tandem::expert::WorkerOptions parse(int argc, char** argv) {
   tandem::expert::WorkerOptions o;
@@ -47,15 +34,15 @@ tandem::expert::WorkerOptions parse(int argc, char** argv) {
     if (i + 1 >= argc) tandem::fail_invalid("unknown option or missing value: '{}'", a);
     std::string v = argv[++i];
     if (a == "--arena") o.arena = v;
-    else if (a == "--worker") o.worker = parse_int(a, v);
+    else if (a == "--worker") o.worker = tandem::parse_flag_number<int>(a, v);
     else if (a == "--requests") o.requests = v;
     else if (a == "--responses") o.responses = v;
-    else if (a == "--top-k") o.top_k = parse_int(a, v);
-    else if (a == "--threads") o.threads = parse_int(a, v);
+    else if (a == "--top-k") o.top_k = tandem::parse_flag_number<int>(a, v);
+    else if (a == "--threads") o.threads = tandem::parse_flag_number<int>(a, v);
     else if (a == "--ready-file") o.ready_file = v;
     else if (a == "--cpus") o.cpus = tandem::expert::parse_cpu_list(v);
     else if (a == "--parent-pid") {
-      o.parent = tandem::find_process(pid_t(parse_int(a, v)));
+      o.parent = tandem::find_process(pid_t(tandem::parse_flag_number<int>(a, v)));
       if (!o.parent) throw tandem::Error(tandem::ErrorKind::kPeerLost, "--parent-pid " + v + ": no such process");
     } else {
       tandem::fail_invalid("unknown option '{}'", a);
@@ -70,24 +57,10 @@ tandem::expert::WorkerOptions parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << kUsage;
-    return 0;
-  }
-  tandem::expert::WorkerOptions o;
-  try {
-    o = parse(argc, argv);
-  } catch (const tandem::Error& e) {
-    std::cerr << "tandem-expert-worker: " << e.what() << "\n" << kUsage;
-    return 2;
-  }
-  tandem::init_logging("expert", o.worker);
-  std::signal(SIGINT, [](int) { g_stop = true; });
-  std::signal(SIGTERM, [](int) { g_stop = true; });
-  try {
-    return tandem::expert::run_expert_worker(o, tandem::kernels::choose_isa_from_environment(), g_stop);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  return tandem::service_main(
+      argc, argv, "tandem-expert-worker", kUsage, parse,
+      [](const auto& o) { return std::pair<std::string, int>("expert", o.worker); },
+      [](const auto& o, const std::atomic<bool>& stop) {
+        return tandem::expert::run_expert_worker(o, tandem::kernels::choose_isa_from_environment(), stop);
+      });
 }

@@ -3,20 +3,16 @@
 // `tandem serve`; runnable by hand for debugging:
 //   tandem-gpu-worker --model M.gguf --arena RUN/arena --experts 2 --run-dir RUN
 #include <atomic>
-#include <csignal>
-#include <iostream>
 #include <string>
 
 #include <fmt/format.h>
 #include <zmq.hpp>
 
 #include "common/error.h"
-#include "common/log.h"
+#include "common/service_main.h"
 #include "services/gpu_worker/gpu_worker.h"
 
 namespace {
-
-std::atomic<bool> g_stop{false};  // set by SIGINT/SIGTERM
 
 const char* kUsage = R"(usage: tandem-gpu-worker --model PATH --run-dir DIR --experts N [options]
   --arena PATH       the weight arena (default: DIR/arena)
@@ -29,15 +25,6 @@ The coordinator listens at
 ipc://DIR/control.sock and writes its pid to DIR/coordinator-0.ready.
 )";
 
-int parse_int(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    int n = std::stoi(v, &used);
-    if (used == v.size() && n >= 0) return n;
-  } catch (const std::exception&) {
-  }
-  tandem::fail_invalid("{} '{}': expected a non-negative integer", flag, v);
-}
 
 tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
   tandem::gpu::GpuWorkerOptions o;
@@ -56,11 +43,11 @@ tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
     else if (a == "--run-dir") run_dir = v;
     else if (a == "--arena") o.arena = v;
     else if (a == "--rings") rings = v;
-    else if (a == "--experts") experts = parse_int(a, v);
-    else if (a == "--index") o.index = uint32_t(parse_int(a, v));
+    else if (a == "--experts") experts = tandem::parse_flag_number<int>(a, v);
+    else if (a == "--index") o.index = uint32_t(tandem::parse_flag_number<int>(a, v));
     else if (a == "--ready-file") o.ready_file = v;
     else if (a == "--parent-pid") {
-      o.coordinator.parent = tandem::find_process(pid_t(parse_int(a, v)));
+      o.coordinator.parent = tandem::find_process(pid_t(tandem::parse_flag_number<int>(a, v)));
       if (!o.coordinator.parent)
         throw tandem::Error(tandem::ErrorKind::kPeerLost, "--parent-pid " + v + ": no such process");
     } else {
@@ -81,25 +68,11 @@ tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << kUsage;
-    return 0;
-  }
-  tandem::gpu::GpuWorkerOptions o;
-  try {
-    o = parse(argc, argv);
-  } catch (const tandem::Error& e) {
-    std::cerr << "tandem-gpu-worker: " << e.what() << "\n" << kUsage;
-    return 2;
-  }
-  tandem::init_logging("gpu", int(o.index));
-  std::signal(SIGINT, [](int) { g_stop = true; });
-  std::signal(SIGTERM, [](int) { g_stop = true; });
-  zmq::context_t context;  // outlives every socket; destroyed last, flushing a Dying
-  try {
-    return tandem::gpu::run_gpu_worker(o, context, g_stop);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  return tandem::service_main(
+      argc, argv, "tandem-gpu-worker", kUsage, parse,
+      [](const auto& o) { return std::pair<std::string, int>("gpu", int(o.index)); },
+      [](const auto& o, const std::atomic<bool>& stop) {
+        zmq::context_t context;  // outlives every socket; destroyed last, flushing a Dying
+        return tandem::gpu::run_gpu_worker(o, context, stop);
+      });
 }

@@ -2,19 +2,15 @@
 // manifest. Started by the launcher; runnable by hand for debugging:
 //   tandem-loader --model M.gguf --run-dir /dev/shm/tandem-$UID/run-... [--worker-nodes 0,0]
 #include <atomic>
-#include <csignal>
-#include <iostream>
 #include <string>
 
 #include <zmq.hpp>
 
 #include "common/error.h"
-#include "common/log.h"
+#include "common/service_main.h"
 #include "services/loader/loader.h"
 
 namespace {
-
-std::atomic<bool> g_stop{false};  // set by SIGINT/SIGTERM; read by the serving loop
 
 const char* kUsage = R"(usage: tandem-loader --model PATH --run-dir DIR [options]
   --arena PATH          the arena file (default: DIR/arena)
@@ -29,15 +25,6 @@ const char* kUsage = R"(usage: tandem-loader --model PATH --run-dir DIR [options
 Without --control the loader builds or adopts the arena and exits.
 )";
 
-uint32_t parse_u32(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    unsigned long n = std::stoul(v, &used);
-    if (used == v.size() && n <= UINT32_MAX) return uint32_t(n);
-  } catch (const std::exception&) {
-  }
-  tandem::fail_invalid("{} '{}': expected a non-negative integer", flag, v);
-}
 
 tandem::loader::LoaderOptions parse(int argc, char** argv) {
   tandem::loader::LoaderOptions o;
@@ -54,16 +41,16 @@ tandem::loader::LoaderOptions parse(int argc, char** argv) {
     else if (a == "--arena") o.arena = v;
     else if (a == "--worker-nodes") o.worker_nodes = tandem::loader::parse_worker_nodes(v);
     else if (a == "--control") o.endpoint = v;
-    else if (a == "--index") o.index = parse_u32(a, v);
+    else if (a == "--index") o.index = tandem::parse_flag_number<uint32_t>(a, v);
     else if (a == "--coordinator-file") o.coordinator_file = v;
     else if (a == "--ready-file") o.ready_file = v;
     else if (a == "--parent-pid") {
-      o.parent = tandem::find_process(pid_t(parse_u32(a, v)));
+      o.parent = tandem::find_process(pid_t(tandem::parse_flag_number<uint32_t>(a, v)));
       if (!o.parent) throw tandem::Error(tandem::ErrorKind::kPeerLost, "--parent-pid " + v + ": no such process");
     }
-    else if (a == "--epoch") o.epoch = parse_u32(a, v);
+    else if (a == "--epoch") o.epoch = tandem::parse_flag_number<uint32_t>(a, v);
     else if (a == "--server-pid") {
-      o.server = tandem::find_process(pid_t(parse_u32(a, v)));
+      o.server = tandem::find_process(pid_t(tandem::parse_flag_number<uint32_t>(a, v)));
       if (!o.server) throw tandem::Error(tandem::ErrorKind::kPeerLost, "--server-pid " + v + ": no such process");
     } else {
       tandem::fail_invalid("unknown option '{}'", a);
@@ -76,25 +63,11 @@ tandem::loader::LoaderOptions parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << kUsage;
-    return 0;
-  }
-  tandem::loader::LoaderOptions o;
-  try {
-    o = parse(argc, argv);
-  } catch (const tandem::Error& e) {
-    std::cerr << "tandem-loader: " << e.what() << "\n" << kUsage;
-    return 2;
-  }
-  tandem::init_logging("loader", int(o.index));
-  std::signal(SIGINT, [](int) { g_stop = true; });
-  std::signal(SIGTERM, [](int) { g_stop = true; });
-  zmq::context_t context;  // outlives every socket; destroyed last, flushing a Dying
-  try {
-    return tandem::loader::run_loader(o, context, g_stop);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  return tandem::service_main(
+      argc, argv, "tandem-loader", kUsage, parse,
+      [](const auto& o) { return std::pair<std::string, int>("loader", int(o.index)); },
+      [](const auto& o, const std::atomic<bool>& stop) {
+        zmq::context_t context;  // outlives every socket; destroyed last, flushing a Dying
+        return tandem::loader::run_loader(o, context, stop);
+      });
 }
