@@ -31,6 +31,12 @@ std::vector<int> plan_worker_nodes(int n, int nodes) {
   return out;
 }
 
+std::string join_ints(const std::vector<int>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+
 namespace {
 
 std::string this_executable_dir() {
@@ -40,11 +46,6 @@ std::string this_executable_dir() {
   return exe.parent_path().string();
 }
 
-std::string join(const std::vector<int>& v, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
-  return s;
-}
 
 std::string require_binary(const std::string& dir, const std::string& name) {
   std::string p = dir + "/" + name;
@@ -102,7 +103,7 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
     gs.run_dir = run_.path();
     gs.arena = arena_path;
     gs.started_unix = int64_t(::time(nullptr));
-    gs.processes.push_back({"launcher", 0, ::getpid(), -1, join(kernels::allowed_cpus(), ","), "starting", 0,
+    gs.processes.push_back({"launcher", 0, ::getpid(), -1, join_ints(kernels::allowed_cpus()), "starting", 0,
                             "hosts the gpu worker (host backend) and the coordinator"});
     state_.open(run_.file("graph.json"), gs);
   }
@@ -112,7 +113,7 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
   //    or, when it serves the manifest, stays and is supervised.
   spdlog::info("run {}: building the weight arena for {} expert worker(s)", run_.path(), W);
   std::vector<std::string> loader_argv = {loader_bin, "--model", o.model, "--run-dir", run_.path(),
-                                          "--arena", arena_path, "--worker-nodes", join(nodes, ",")};
+                                          "--arena", arena_path, "--worker-nodes", join_ints(nodes)};
   if (o.loader_serves) {
     const std::vector<std::string> more = {"--control", "ipc://" + run_.file("control.sock"),
                                            "--coordinator-file", run_.file("coordinator-0.ready"),
@@ -195,7 +196,7 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
       if (procs_[i].role == "expert") wait_ready(i, deadline);
   }
   const std::vector<pid_t> pids = worker_pids();
-  spdlog::info("{} expert worker(s) serving (pids {}); {}", W, join(std::vector<int>(pids.begin(), pids.end()), " "),
+  spdlog::info("{} expert worker(s) serving (pids {}); {}", W, join_ints(std::vector<int>(pids.begin(), pids.end()), " "),
                remote_ ? "the dense part runs here" : "starting the coordinator and the gpu worker");
   state_.update([&](GraphState& s) {
     for (ProcessEntry& p : s.processes)
@@ -241,7 +242,7 @@ pid_t ExpertGraph::spawn_expert(int w, const WorkerPlacement& place, const std::
   const std::vector<std::string> wargv = {
       binary("tandem-expert-worker"), "--arena", arena, "--worker", std::to_string(w), "--requests", link.requests,
       "--responses", link.responses, "--top-k", std::to_string(top_k_), "--threads", std::to_string(mine.size()),
-      "--cpus", join(mine, ","), "--parent-pid", std::to_string(::getpid()), "--ready-file", ready};
+      "--cpus", join_ints(mine), "--parent-pid", std::to_string(::getpid()), "--ready-file", ready};
   std::vector<std::string> argv = wargv;  // a restarted worker is not held again
   if (held) argv.push_back("--hold");
   std::lock_guard lk(mu_);
@@ -251,7 +252,7 @@ pid_t ExpertGraph::spawn_expert(int w, const WorkerPlacement& place, const std::
                     {}, {}, false});
   const pid_t pid = procs_.back().proc.pid();
   state_.update([&](GraphState& s) {
-    s.processes.push_back({"expert", w, pid, node, join(mine, ","), "starting", 0, held ? "held for a debugger" : ""});
+    s.processes.push_back({"expert", w, pid, node, join_ints(mine), "starting", 0, held ? "held for a debugger" : ""});
     return true;
   });
   return pid;
@@ -299,7 +300,7 @@ pid_t ExpertGraph::add_service(ServiceSpec spec, std::chrono::milliseconds timeo
     i = procs_.size() - 1;
     pid = procs_.back().proc.pid();
     state_.update([&](GraphState& s) {
-      s.processes.push_back({spec.role, spec.index, pid, -1, join(kernels::allowed_cpus(), ","), "starting", 0,
+      s.processes.push_back({spec.role, spec.index, pid, -1, join_ints(kernels::allowed_cpus()), "starting", 0,
                              held ? "held for a debugger" : spec.note});
       return true;
     });

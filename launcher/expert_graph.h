@@ -210,4 +210,7 @@ class LoadedModel {
 // with `nodes` nodes: workers spread evenly, several per node when n > nodes.
 std::vector<int> plan_worker_nodes(int n, int nodes);
 
+// "0,1,4" (sep ","), e.g. CPU lists and node plans on command lines.
+std::string join_ints(const std::vector<int>& v, const char* sep = ",");
+
 }  // namespace tandem

@@ -24,12 +24,6 @@ void set_flag(std::vector<std::string>& argv, const std::string& flag, const std
   argv.push_back(value);
 }
 
-std::string join_ints(const std::vector<int>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
 void remove_quietly(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove(path, ec);

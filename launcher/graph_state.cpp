@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/shm/process.h"
 #include "common/shm/run_dir.h"
 
 namespace tandem {
@@ -64,17 +65,7 @@ void GraphStateFile::open(std::string path, GraphState initial) {
   write();
 }
 
-void GraphStateFile::write() {
-  const std::string tmp = path_ + ".tmp";
-  const std::string text = to_json(state_);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw Error(ErrorKind::kSystem, "cannot write " + tmp, errno);
-  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
-  const int err = errno;
-  ::close(fd);
-  if (!ok) throw Error(ErrorKind::kSystem, "cannot write " + tmp, err);
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) throw Error(ErrorKind::kSystem, "cannot rename " + tmp, errno);
-}
+void GraphStateFile::write() { write_file_whole(path_, to_json(state_)); }
 
 std::optional<MemoryUse> memory_use(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");

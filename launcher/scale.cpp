@@ -16,20 +16,7 @@
 #include "launcher/graph_state.h"
 
 namespace tandem {
-namespace {
 
-// Writes `text` to `path` whole: aside, then renamed.
-void write_whole(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    if (!f) fail(ErrorKind::kSystem, "cannot write {}", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(ErrorKind::kSystem, "cannot rename " + tmp, errno);
-}
-
-}  // namespace
 
 int run_scale(const ScaleOptions& o, std::ostream& out) {
   using namespace std::chrono;
@@ -51,7 +38,7 @@ int run_scale(const ScaleOptions& o, std::ostream& out) {
   const std::string dir = serving[0].run_dir;
   const std::string result = dir + "/scale.result";
   std::filesystem::remove(result);
-  write_whole(dir + "/scale.request", std::to_string(o.expert_workers) + "\n");
+  write_file_whole(dir + "/scale.request", std::to_string(o.expert_workers) + "\n");
   const auto deadline = steady_clock::now() + o.timeout;
   while (steady_clock::now() < deadline) {
     std::ifstream in(result);
@@ -87,7 +74,7 @@ void serve_scale_request(ExpertGraph& graph) {
     answer = fmt::format("error: {}\n", e.what());
   }
   try {
-    write_whole(graph.run_dir() + "/scale.result", answer);
+    write_file_whole(graph.run_dir() + "/scale.result", answer);
   } catch (const std::exception& e) {
     spdlog::error("scale: {}", e.what());
   }

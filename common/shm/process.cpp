@@ -66,24 +66,29 @@ ProcessId parse_process_id(const std::string& text) {
   return id;
 }
 
-void write_pid_file(const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << ::getpid() << "\n";
-    if (!f) fail(ErrorKind::kSystem, "cannot write {}", tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(ErrorKind::kSystem, "cannot rename " + tmp + " to " + path, errno);
-}
+namespace {
 
-void write_private_file(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+// Creates `path` with `flags` (mode 0600) and writes all of `text`.
+void write_new_file(const std::string& path, int flags, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | flags, 0600);
   if (fd < 0) throw Error(ErrorKind::kSystem, "cannot create " + path, errno);
   const ssize_t n = ::write(fd, text.data(), text.size());
   const int err = errno;
   ::close(fd);
   if (n != ssize_t(text.size())) throw Error(ErrorKind::kSystem, "cannot write " + path, err);
 }
+
+}  // namespace
+
+void write_file_whole(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  write_new_file(tmp, O_TRUNC, text);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(ErrorKind::kSystem, "cannot rename " + tmp + " to " + path, errno);
+}
+
+void write_pid_file(const std::string& path) { write_file_whole(path, std::to_string(::getpid()) + "\n"); }
+
+void write_private_file(const std::string& path, const std::string& text) { write_new_file(path, O_EXCL, text); }
 
 }  // namespace tandem

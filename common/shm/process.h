@@ -30,6 +30,9 @@ bool is_alive(const ProcessId& id);
 std::string to_string(const ProcessId& id);
 ProcessId parse_process_id(const std::string& text);
 
+// Writes `text` to `path` whole: to `path`.tmp (mode 0600), then renamed, so
+// a reader sees the old file or the new one, never half of it.
+void write_file_whole(const std::string& path, const std::string& text);
 // Writes "<this pid>\n" to `path` whole (a temporary file, then rename), the
 // way a process tells its supervisor and peers that it is ready.
 void write_pid_file(const std::string& path);
