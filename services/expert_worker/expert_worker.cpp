@@ -5,7 +5,6 @@
 #include <charconv>
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <chrono>
 
 #include <spdlog/spdlog.h>

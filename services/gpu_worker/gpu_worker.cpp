@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <future>
 
 #include <capnp/message.h>

@@ -55,14 +55,14 @@ std::vector<SampledToken> StepRunner::step(std::span<const StepItem> items) {
   }
   std::vector<Sequence*> seqs;
   std::vector<engine::Model::Sequence> batch;
-  std::vector<size_t> batched;  // items in the batch; the rest want every row's logits
+  std::vector<size_t> row(items.size());  // an item's row in the batch (all_logits items run alone)
   for (size_t i = 0; i < items.size(); ++i) {
     const StepItem& it = items[i];
     auto& slot = seqs_[it.sequence];
     if (it.position == 0) slot = std::make_unique<Sequence>(model_, *it.params);
     seqs.push_back(slot.get());
     if (!it.all_logits) {
-      batched.push_back(i);
+      row[i] = batch.size();
       batch.push_back({it.tokens, &slot->cache});
     }
   }
@@ -81,16 +81,11 @@ std::vector<SampledToken> StepRunner::step(std::span<const StepItem> items) {
     Sequence& s = *seqs[i];
     s.history.insert(s.history.end(), items[i].tokens.begin(), items[i].tokens.end());
     if (!items[i].sample) continue;
-    std::span<const float> row;
-    if (items[i].all_logits) {
-      row = std::span<const float>(out[i].logits).last(V);
-    } else {
-      const size_t b = size_t(std::find(batched.begin(), batched.end(), i) - batched.begin());
-      row = std::span<const float>(logits).subspan(b * V, V);
-    }
+    const std::span<const float> last = items[i].all_logits ? std::span<const float>(out[i].logits).last(V)
+                                                            : std::span<const float>(logits).subspan(row[i] * V, V);
     out[i].sampled = true;
-    out[i].token = s.sampler.sample(row, s.history);
-    if (s.params.top_logprobs >= 0) token_logprobs(row, out[i].token, s.params.top_logprobs, out[i]);
+    out[i].token = s.sampler.sample(last, s.history);
+    if (s.params.top_logprobs >= 0) token_logprobs(last, out[i].token, s.params.top_logprobs, out[i]);
   }
   return out;
 }
