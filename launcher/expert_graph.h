@@ -93,6 +93,9 @@ class ExpertGraph {
   // handshake when this process is its coordinator).
   pid_t add_service(ServiceSpec spec, std::chrono::milliseconds timeout, const std::function<void()>& waiting = {});
   const RunDirectory& run() const { return run_; }
+  // The gpu worker (host backend) over this graph's arena and expert rings,
+  // joining the coordinator of the run.
+  ServiceSpec gpu_worker_spec() const;
   // A binary next to tandem's; throws kNotFound if it is missing.
   std::string binary(const std::string& name) const;
   int expert_workers() const { return n_workers_; }

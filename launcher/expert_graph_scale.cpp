@@ -31,6 +31,15 @@ void remove_quietly(const std::string& path) {
 
 }  // namespace
 
+ServiceSpec ExpertGraph::gpu_worker_spec() const {
+  const std::string ready = run_.file("gpu-0.ready");
+  return {"gpu", 0,
+          {binary("tandem-gpu-worker"), "--model", options_.model, "--run-dir", run_.path(), "--arena", arena_path(),
+           "--rings", ring_prefix(), "--experts", std::to_string(expert_workers()), "--parent-pid",
+           std::to_string(::getpid()), "--ready-file", ready},
+          ready, "host backend: attention, router, shared experts, head, sampling"};
+}
+
 std::string ExpertGraph::arena_path() const {
   std::lock_guard lk(mu_);
   return arena_path_;

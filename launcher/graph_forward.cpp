@@ -31,14 +31,7 @@ GraphForward::GraphForward(const std::string& model, const EngineOptions& o, int
   stepper_ = std::make_unique<coordinator::RemoteStepper>(*server_, config_);
   // The gpu worker and the loader join the process named here: this one.
   write_pid_file(graph_->run().file("coordinator-0.ready"));
-  const std::string run = graph_->run_dir();
-  graph_->add_service({"gpu", 0,
-                       {graph_->binary("tandem-gpu-worker"), "--model", model, "--run-dir", run, "--arena",
-                        graph_->arena_path(), "--rings", graph_->ring_prefix(), "--experts",
-                        std::to_string(graph_->expert_workers()), "--parent-pid", std::to_string(::getpid()),
-                        "--ready-file", run + "/gpu-0.ready"},
-                       run + "/gpu-0.ready", "host backend: attention, router, shared experts, head"},
-                      seconds(600), [this] { stepper_->idle(); });
+  graph_->add_service(graph_->gpu_worker_spec(), seconds(600), [this] { stepper_->idle(); });
   if (!stepper_->wait_ready(steady_clock::now() + seconds(60)))
     fail(ErrorKind::kTimeout, "the gpu worker did not join the control plane in 60 s");
   params_.capacity = capacity;

@@ -98,13 +98,7 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   using namespace std::chrono;
   graph.add_service({"coordinator", 0, coord, run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler", fd},
                     seconds(120));
-  graph.add_service({"gpu", 0,
-                     {graph.binary("tandem-gpu-worker"), "--model", o.model, "--run-dir", run, "--arena",
-                      graph.arena_path(), "--rings", graph.ring_prefix(), "--experts",
-                      std::to_string(graph.expert_workers()), "--parent-pid", parent, "--ready-file",
-                      run + "/gpu-0.ready"},
-                     run + "/gpu-0.ready", "host backend: attention, router, shared experts, head, sampling"},
-                    seconds(600));
+  graph.add_service(graph.gpu_worker_spec(), seconds(600));
   spdlog::info("listening on http://{}:{} (model '{}'{}); run {}; stop with Ctrl-C or `tandem stop`", o.host,
                server.port(), model_name_of(o), key.empty() ? "" : ", API key required", run);
   // `tandem scale` leaves its request in the run directory (scale.h).
