@@ -16,19 +16,24 @@ cleanup() { [[ -n "${pid:-}" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 tandem=$build/bin/tandem
 model=$build/models/default.gguf
+# Sets cmd to the gdb command that LOG shows once the process in $pid holds.
+await_hold() {
+  local log=$1
+  cmd=
+  for _ in $(seq 1 600); do
+    cmd=$(grep -o "gdb -p [0-9]* .*" "$log" | head -1 || true)
+    [[ -n "$cmd" ]] && break
+    kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "tandem exited before holding"; exit 1; }
+    sleep 0.1
+  done
+  [[ -n "$cmd" ]] || { cat "$log"; echo "no debugger command printed"; exit 1; }
+  echo "printed: $cmd"
+}
 
 TANDEM_RUN_BASE=$base "$tandem" logits --model "$model" --tokens "1 2 3 4" --greedy 3 \
   --expert-workers 2 --hold expert:1 >"$work/out.json" 2>"$work/err.log" &
 pid=$!
-cmd=
-for _ in $(seq 1 600); do
-  cmd=$(grep -o "gdb -p [0-9]* .*" "$work/err.log" | head -1 || true)
-  [[ -n "$cmd" ]] && break
-  kill -0 "$pid" 2>/dev/null || { cat "$work/err.log"; echo "tandem exited before holding"; exit 1; }
-  sleep 0.1
-done
-[[ -n "$cmd" ]] || { cat "$work/err.log"; echo "no debugger command printed"; exit 1; }
-echo "printed: $cmd"
+await_hold "$work/err.log"
 held=$(echo "$cmd" | grep -o -- '-p [0-9]*' | grep -o '[0-9]*')
 # Held means nothing was computed: no output yet, and the worker still waits.
 sleep 0.5
@@ -45,15 +50,7 @@ grep -q '"greedy":\[[0-9]' "$work/out.json" || { head -c 300 "$work/out.json"; e
 TANDEM_RUN_BASE=$base "$tandem" serve --model "$model" --port 0 --expert-workers 2 --hold gpu:0 \
   >"$work/serve.log" 2>&1 &
 pid=$!
-cmd=
-for _ in $(seq 1 600); do
-  cmd=$(grep -o "gdb -p [0-9]* .*" "$work/serve.log" | head -1 || true)
-  [[ -n "$cmd" ]] && break
-  kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log"; echo "serve exited before holding"; exit 1; }
-  sleep 0.1
-done
-[[ -n "$cmd" ]] || { cat "$work/serve.log"; echo "serve printed no debugger command"; exit 1; }
-echo "printed: $cmd"
+await_hold "$work/serve.log"
 sleep 0.5
 sock=$(ls "$base"/run-*/control.sock)
 port=
