@@ -83,11 +83,14 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
   n_workers_ = W;
   const std::string arena_path = run_.file("arena");
   const auto& sr = o.service_roles;
-  const bool service_hold = o.hold && o.hold->index == 0 && std::find(sr.begin(), sr.end(), o.hold->role) != sr.end();
+  // Entries are "role" (index 0) or "role:index".
+  auto service_name = [](const std::string& r) { return r.find(':') == std::string::npos ? r + ":0" : r; };
+  const bool service_hold =
+      o.hold && std::any_of(sr.begin(), sr.end(), [&](const std::string& r) { return service_name(r) == o.hold->name(); });
   if (o.hold && !((o.hold->role == "loader" && o.hold->index == 0) ||
                   (o.hold->role == "expert" && o.hold->index < W) || service_hold)) {
     std::string more;
-    for (const std::string& r : sr) more += ", " + r + ":0";
+    for (const std::string& r : sr) more += ", " + service_name(r);
     fail_invalid("--hold {}: no such process; this graph has loader:0, expert:0..{}{}{}", o.hold->name(), W - 1, more,
                  sr.empty() ? " (the rest runs inside the tandem process: debug it with gdb --args tandem ...)" : "");
   }
@@ -171,15 +174,19 @@ ExpertGraph::ExpertGraph(const ExpertGraphOptions& o) : options_(o), run_(RunDir
   top_k_ = top_k;
   arena_path_ = arena_path;
   ring_prefix_ = run_.file("experts");
-  std::vector<gpu::ExpertLinkPaths> links;
+  if (o.requesters < 1 || (o.in_process_requester && o.requesters != 1))
+    fail(ErrorKind::kInternal, "{} requester(s) of the expert workers", o.requesters);
+  std::vector<std::vector<gpu::ExpertLinkPaths>> links;  // [worker][requester]
   for (int w = 0; w < W; ++w) links.push_back(create_rings(ring_prefix_, w));
   if (o.in_process_requester) {
+    std::vector<gpu::ExpertLinkPaths> mine;
+    for (const auto& l : links) mine.push_back(l[0]);
     gpu::RemoteExpertsOptions ro;
     if (o.restart_workers) ro.restart = [this](int w) { return restart_worker(w); };
     // A worker under a debugger may sit at a breakpoint for as long as it takes.
     if (hold_expert) ro.reply_timeout = hours(24 * 365);
     ro.max_restarts = 1 << 30;  // the supervisor decides when a worker has failed
-    remote_ = std::make_unique<gpu::RemoteExperts>(links, ro);
+    remote_ = std::make_unique<gpu::RemoteExperts>(mine, ro);
   }
   for (int w = 0; w < W; ++w) {
     const bool held = hold_expert && o.hold->index == w;
@@ -227,22 +234,43 @@ std::optional<std::string> ExpertGraph::failed_process() const {
   return std::nullopt;
 }
 
-gpu::ExpertLinkPaths ExpertGraph::create_rings(const std::string& prefix, int w) {
-  gpu::ExpertLinkPaths p{fmt::format("{}-{}.req", prefix, w), fmt::format("{}-{}.res", prefix, w)};
-  RingFile::create(p.requests, ring_request_);
-  RingFile::create(p.responses, ring_response_);
-  return p;
+std::string ExpertGraph::requester_prefix(const std::string& prefix, int r) {
+  return r == 0 ? prefix : fmt::format("{}.g{}", prefix, r);
+}
+
+std::vector<gpu::ExpertLinkPaths> ExpertGraph::create_rings(const std::string& prefix, int w) {
+  std::vector<gpu::ExpertLinkPaths> links;
+  for (int r = 0; r < options_.requesters; ++r) {
+    const std::string p = requester_prefix(prefix, r);
+    links.push_back({fmt::format("{}-{}.req", p, w), fmt::format("{}-{}.res", p, w)});
+    RingFile::create(links.back().requests, ring_request_);
+    RingFile::create(links.back().responses, ring_response_);
+  }
+  return links;
+}
+
+void ExpertGraph::remove_rings(const std::string& prefix, int workers) const {
+  std::error_code ec;
+  for (int r = 0; r < options_.requesters; ++r)
+    for (int w = 0; w < workers; ++w) {
+      const std::string p = requester_prefix(prefix, r);
+      std::filesystem::remove(fmt::format("{}-{}.req", p, w), ec);
+      std::filesystem::remove(fmt::format("{}-{}.res", p, w), ec);
+    }
 }
 
 pid_t ExpertGraph::spawn_expert(int w, const WorkerPlacement& place, const std::string& arena,
-                                const gpu::ExpertLinkPaths& link, bool held) {
+                                const std::vector<gpu::ExpertLinkPaths>& links, bool held) {
   const std::vector<int>& mine = place.cpus;
   const int node = place.node;
   const std::string ready = run_.file(fmt::format("expert-{}.ready", w));
-  const std::vector<std::string> wargv = {
-      binary("tandem-expert-worker"), "--arena", arena, "--worker", std::to_string(w), "--requests", link.requests,
-      "--responses", link.responses, "--top-k", std::to_string(top_k_), "--threads", std::to_string(mine.size()),
-      "--cpus", join_ints(mine), "--parent-pid", std::to_string(::getpid()), "--ready-file", ready};
+  std::vector<std::string> wargv = {binary("tandem-expert-worker"), "--arena", arena, "--worker", std::to_string(w)};
+  for (const gpu::ExpertLinkPaths& l : links)
+    wargv.insert(wargv.end(), {"--requests", l.requests, "--responses", l.responses});
+  const std::vector<std::string> more = {"--top-k", std::to_string(top_k_), "--threads", std::to_string(mine.size()),
+                                         "--cpus", join_ints(mine), "--parent-pid", std::to_string(::getpid()),
+                                         "--ready-file", ready};
+  wargv.insert(wargv.end(), more.begin(), more.end());
   std::vector<std::string> argv = wargv;  // a restarted worker is not held again
   if (held) argv.push_back("--hold");
   std::lock_guard lk(mu_);

@@ -58,7 +58,12 @@ struct ExpertGraphOptions {
   // The loader stays after building, serving the manifest to every
   // coordinator of the run (serve); supervised and restarted like the rest.
   bool loader_serves = false;
-  // Roles add_service() will start (for --hold's check), e.g. {"gpu", "coordinator"}.
+  // Processes that send the expert workers work (one pair of rings each per
+  // worker): the in-process requester, or the gpu workers (a decode and a
+  // prefill one with serve --split-roles: 2).
+  int requesters = 1;
+  // Processes add_service() will start (for --hold's check): "role" (index
+  // 0) or "role:index", e.g. {"gpu", "coordinator", "gpu:1"}.
   std::vector<std::string> service_roles;
   // Set by a signal handler: waits for processes to get ready give up.
   const std::atomic<bool>* stop = nullptr;
@@ -93,15 +98,18 @@ class ExpertGraph {
   // handshake when this process is its coordinator).
   pid_t add_service(ServiceSpec spec, std::chrono::milliseconds timeout, const std::function<void()>& waiting = {});
   const RunDirectory& run() const { return run_; }
-  // The gpu worker (host backend) over this graph's arena and expert rings,
-  // joining the coordinator of the run.
-  ServiceSpec gpu_worker_spec() const;
+  // Gpu worker `index` (host backend; role "both", "prefill" or "decode") over
+  // this graph's arena and its own expert rings, joining the coordinator of
+  // the run. Index r < ExpertGraphOptions::requesters.
+  ServiceSpec gpu_worker_spec(int index = 0, const std::string& role = "both") const;
   // A binary next to tandem's; throws kNotFound if it is missing.
   std::string binary(const std::string& name) const;
   int expert_workers() const { return n_workers_; }
   // The current arena and expert ring prefix (<prefix>-W.req/.res).
   std::string arena_path() const;
   std::string ring_prefix() const;
+  // Requester r's rings: <requester_prefix(prefix, r)>-W.req/.res (r = 0: prefix).
+  static std::string requester_prefix(const std::string& prefix, int r);
   // Re-plans the expert split for n workers (serve only): builds a new arena
   // beside the old one, starts its workers, moves the loader and the gpu
   // worker over (the coordinator replays its running requests into the new
@@ -147,10 +155,12 @@ class ExpertGraph {
   // Copies RUN/*.log to <run base>/logs/<run name>/ (private to the user);
   // the 8 newest such folders are kept.
   void keep_logs() const;
-  gpu::ExpertLinkPaths create_rings(const std::string& prefix, int w);
+  // Worker w's pair of rings for every requester, in requester order.
+  std::vector<gpu::ExpertLinkPaths> create_rings(const std::string& prefix, int w);
+  void remove_rings(const std::string& prefix, int workers) const;
   // Starts expert worker w pinned where `place` says and registers it.
-  pid_t spawn_expert(int w, const WorkerPlacement& place, const std::string& arena, const gpu::ExpertLinkPaths& link,
-                     bool held);
+  pid_t spawn_expert(int w, const WorkerPlacement& place, const std::string& arena,
+                     const std::vector<gpu::ExpertLinkPaths>& links, bool held);
   // The gpu worker's and the loader's arguments for the current arena and rings.
   void retarget(Supervised& p) const;
 

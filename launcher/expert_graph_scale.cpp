@@ -31,13 +31,18 @@ void remove_quietly(const std::string& path) {
 
 }  // namespace
 
-ServiceSpec ExpertGraph::gpu_worker_spec() const {
-  const std::string ready = run_.file("gpu-0.ready");
-  return {"gpu", 0,
+ServiceSpec ExpertGraph::gpu_worker_spec(int index, const std::string& role) const {
+  if (index < 0 || index >= options_.requesters)
+    fail(ErrorKind::kInternal, "gpu worker {}: the graph has rings for {} requester(s)", index, options_.requesters);
+  const std::string ready = run_.file(fmt::format("gpu-{}.ready", index));
+  const std::string what = role == "prefill" ? "prefill"
+                         : role == "decode"  ? "decode"
+                                             : "prefill and decode";
+  return {"gpu", index,
           {binary("tandem-gpu-worker"), "--model", options_.model, "--run-dir", run_.path(), "--arena", arena_path(),
-           "--rings", ring_prefix(), "--experts", std::to_string(expert_workers()), "--parent-pid",
-           std::to_string(::getpid()), "--ready-file", ready},
-          ready, "host backend: attention, router, shared experts, head, sampling"};
+           "--rings", requester_prefix(ring_prefix(), index), "--experts", std::to_string(expert_workers()), "--index",
+           std::to_string(index), "--role", role, "--parent-pid", std::to_string(::getpid()), "--ready-file", ready},
+          ready, "host backend (" + what + "): attention, router, shared experts, head, sampling"};
 }
 
 std::string ExpertGraph::arena_path() const {
@@ -59,7 +64,7 @@ void ExpertGraph::retarget(Supervised& p) const {
   }
   if (p.role == "gpu") {
     set_flag(p.argv, "--experts", std::to_string(n_workers_));
-    set_flag(p.argv, "--rings", ring_prefix_);
+    set_flag(p.argv, "--rings", requester_prefix(ring_prefix_, p.index));
   }
 }
 
@@ -139,10 +144,7 @@ void ExpertGraph::scale(int n) {
       return true;
     });
     remove_quietly(arena);
-    for (int w = 0; w < W; ++w) {
-      remove_quietly(fmt::format("{}-{}.req", prefix, w));
-      remove_quietly(fmt::format("{}-{}.res", prefix, w));
-    }
+    remove_rings(prefix, W);
     throw;
   }
   // 3. The loader and the gpu worker move over (not counted as restarts);
@@ -175,10 +177,7 @@ void ExpertGraph::scale(int n) {
   // 4. The old workers, arena and rings go.
   for (Supervised& p : old) p.proc.stop();
   remove_quietly(old_arena);
-  for (int w = 0; w < old_w; ++w) {
-    remove_quietly(fmt::format("{}-{}.req", old_prefix, w));
-    remove_quietly(fmt::format("{}-{}.res", old_prefix, w));
-  }
+  remove_rings(old_prefix, old_w);
   arena_ = std::make_unique<arena::Arena>(arena::Arena::open(arena));
   state_.update([&](GraphState& s) {
     s.arena = arena;

@@ -43,13 +43,16 @@ commands:
       (streaming or not), GET /v1/models, /health, /metrics. Stop with Ctrl-C.
       The graph: loader, expert workers, a gpu worker (host backend) and the
       coordinator (HTTP API, scheduler), each its own supervised process.
+      --split-roles        two gpu workers: gpu:1 prefills each prompt and hands its
+                           KV cache to gpu:0, which decodes (they run at the same time)
   ENGINE (logits, run, serve): by default a loader process builds the weight arena
       and the routed experts run in expert-worker processes (one per NUMA node);
       --expert-workers N   that many workers (virtual nodes when N > nodes)
       --single-process     everything in this process, from the model files; with
                            --expert-workers N every role of the graph in this process
                            (same arena slices, same sums as N worker processes)
-      --hold ROLE:INDEX    loader:0 or expert:N (serve: also gpu:0, coordinator:0)
+      --hold ROLE:INDEX    loader:0 or expert:N (serve: also gpu:0, coordinator:0;
+                           gpu:1 with --split-roles)
                            waits before its main loop and the exact gdb command to
                            attach and release it is printed
   ps [--json]
@@ -209,7 +212,8 @@ std::atomic<bool> g_stop{false};  // SIGINT/SIGTERM while serving
 
 int cmd_serve(const std::vector<std::string>& all) {
   tandem::ServeOptions o;
-  const std::vector<std::string> args = engine_flags(all, o.engine);
+  std::vector<std::string> args = engine_flags(all, o.engine);
+  if (std::erase(args, std::string("--split-roles")) > 0) o.split_roles = true;
   o.engine.command = "serve";
   bool ok = parse_options(args, "serve", [&](const std::string& k, const std::string& v) {
     if (k == "--model") o.model = v;

@@ -74,6 +74,10 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   g.in_process_requester = false;
   g.loader_serves = true;
   g.service_roles = {"gpu", "coordinator"};
+  if (o.split_roles) {
+    g.requesters = 2;  // each gpu worker has its own rings to every expert worker
+    g.service_roles.push_back("gpu:1");
+  }
   g.stop = &stop;
   ExpertGraph graph(g);
   // The coordinator (only) inherits the listening socket, so a restarted one
@@ -96,9 +100,15 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
     coord.insert(coord.end(), {"--api-key-file", key_file});
   }
   using namespace std::chrono;
+  if (o.split_roles) coord.push_back("--split-roles");
   graph.add_service({"coordinator", 0, coord, run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler", fd},
                     seconds(120));
-  graph.add_service(graph.gpu_worker_spec(), seconds(600));
+  if (o.split_roles) {
+    graph.add_service(graph.gpu_worker_spec(0, "decode"), seconds(600));
+    graph.add_service(graph.gpu_worker_spec(1, "prefill"), seconds(600));
+  } else {
+    graph.add_service(graph.gpu_worker_spec(), seconds(600));
+  }
   spdlog::info("listening on http://{}:{} (model '{}'{}); run {}; stop with Ctrl-C or `tandem stop`", o.host,
                server.port(), model_name_of(o), key.empty() ? "" : ", API key required", run);
   // `tandem scale` leaves its request in the run directory (scale.h).

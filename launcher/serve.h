@@ -18,6 +18,7 @@ struct ServeOptions {
   int port = 8080;
   std::string api_key;     // empty: none (TANDEM_API_KEY also sets it)
   std::string model_name;  // what /v1/models says; default: the file or folder name
+  bool split_roles = false;  // gpu:1 prefills, gpu:0 decodes (else gpu:0 does both)
 };
 
 // Serves until `stop` is set; returns the exit code.

@@ -143,9 +143,22 @@ struct StepSequence {
   allLogits @7 :Bool;         # return every token's logits (tandem logits)
 }
 
+# A sequence handed from a prefill worker to a decode worker through a file
+# in the run directory (its KV cache and token history).
+struct SequenceTransfer {
+  id @0 :UInt64;
+  path @1 :Text;
+  # An import's: the sequence's parameters, as at position 0.
+  capacity @2 :UInt64;
+  sampling @3 :Sampling;
+  topLogprobs @4 :Int32;
+}
+
 struct StepRequest {
   sequences @0 :List(StepSequence);
   release @1 :List(UInt64);   # ended sequences, freed before the step runs
+  imports @2 :List(SequenceTransfer);  # read (and their files removed) before the step runs
+  exports @3 :List(SequenceTransfer);  # written after it, then freed here
 }
 
 struct SampledToken {

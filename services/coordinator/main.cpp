@@ -22,6 +22,8 @@ const char* kUsage = R"(usage: tandem-coordinator --model PATH --run-dir DIR [op
   --api-key-file F   the same, read from F (how the launcher passes it)
   --model-name NAME  what /v1/models reports (default tandem)
   --parent-pid PID   stop when that process is gone
+  --split-roles      gpu worker 1 prefills and hands each prompt's cache to gpu worker 0, which
+                     decodes (default: gpu worker 0 does both)
   --hold             wait for a debugger before serving (prints the command to attach)
 )";
 
@@ -32,6 +34,10 @@ tandem::coordinator::CoordinatorOptions parse(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--hold") {
       o.hold = true;
+      continue;
+    }
+    if (a == "--split-roles") {
+      o.split_roles = true;
       continue;
     }
     if (i + 1 >= argc) tandem::fail_invalid("unknown option or missing value: '{}'", a);

@@ -11,88 +11,114 @@ namespace tandem::coordinator {
 
 using namespace std::chrono;
 
-RemoteStepper::RemoteStepper(control::ControlServer& server, ModelConfig config,
+RemoteStepper::RemoteStepper(control::ControlServer& server, ModelConfig config, uint32_t index,
                              std::function<void(control::ServerEvent&)> other)
-    : server_(server), config_(std::move(config)), other_(std::move(other)) {}
+    : server_(server), config_(std::move(config)), index_(index), other_(std::move(other)) {}
 
-std::optional<control::DecodedFrame> RemoteStepper::pump(milliseconds timeout, uint64_t waiting_for) {
-  std::optional<control::DecodedFrame> reply;
-  for (control::ServerEvent& ev : server_.poll(timeout)) {
-    if (ev.peer.role != proto::Role::GPU) {
-      try {
-        if (other_) other_(ev);
-      } catch (const std::exception& e) {  // the gpu events in this batch still count
-        spdlog::warn("control event from {}: {}", control::to_string(ev.peer), e.what());
+bool RemoteStepper::accept(control::ServerEvent& ev) {
+  if (ev.peer.role != proto::Role::GPU || ev.peer.index != index_) return false;
+  switch (ev.kind) {
+    case control::ServerEvent::Kind::kJoined:
+      if (worker_ && worker_->epoch != ev.peer.epoch) lost_ = true;
+      spdlog::info("gpu worker {} joined", control::to_string(ev.peer));
+      worker_ = ev.peer;
+      has_worker_ = true;
+      releases_.clear();  // a new worker holds no sequences
+      break;
+    case control::ServerEvent::Kind::kLost:
+    case control::ServerEvent::Kind::kDying:
+      spdlog::warn("gpu worker {} {}: {}", control::to_string(ev.peer),
+                   ev.kind == control::ServerEvent::Kind::kLost ? "lost" : "dying", ev.reason);
+      if (worker_ && worker_->epoch == ev.peer.epoch) {
+        worker_.reset();
+        has_worker_ = false;
+        lost_ = true;
       }
-      continue;
-    }
-    switch (ev.kind) {
-      case control::ServerEvent::Kind::kJoined:
-        if (worker_ && worker_->epoch != ev.peer.epoch) lost_ = true;
-        spdlog::info("gpu worker {} joined", control::to_string(ev.peer));
-        worker_ = ev.peer;
-        has_worker_ = true;
-        releases_.clear();  // a new worker holds no sequences
-        break;
-      case control::ServerEvent::Kind::kLost:
-      case control::ServerEvent::Kind::kDying:
-        spdlog::warn("gpu worker {} {}: {}", control::to_string(ev.peer),
-                     ev.kind == control::ServerEvent::Kind::kLost ? "lost" : "dying", ev.reason);
-        if (worker_ && worker_->epoch == ev.peer.epoch) {
-          worker_.reset();
-          has_worker_ = false;
-          lost_ = true;
-        }
-        break;
-      case control::ServerEvent::Kind::kMessage: {
-        auto env = ev.message->envelope();
-        if (waiting_for != 0 && env.getReplyTo() == waiting_for) reply = std::move(ev.message);
-        else if (env.which() == proto::Envelope::ERROR)
-          spdlog::warn("gpu worker: {}", env.getError().getMessage().cStr());
-        break;
-      }
+      break;
+    case control::ServerEvent::Kind::kMessage: {
+      auto env = ev.message->envelope();
+      if (in_flight_ != 0 && env.getReplyTo() == in_flight_) reply_ = std::move(ev.message);
+      else if (env.which() == proto::Envelope::ERROR)
+        spdlog::warn("gpu worker {}: {}", control::to_string(ev.peer), env.getError().getMessage().cStr());
+      break;
     }
   }
-  return reply;
+  return true;
 }
 
-std::vector<gpu::SampledToken> RemoteStepper::step(std::span<const gpu::StepItem> items) {
-  pump(milliseconds(0), 0);
-  if (!worker_) fail(ErrorKind::kPeerLost, "no gpu worker is connected");
+void RemoteStepper::pump(milliseconds timeout) {
+  for (control::ServerEvent& ev : server_.poll(timeout)) {
+    if (accept(ev)) continue;
+    try {
+      if (other_) other_(ev);
+    } catch (const std::exception& e) {  // the rest of this batch still counts
+      spdlog::warn("control event from {}: {}", control::to_string(ev.peer), e.what());
+    }
+  }
+}
+
+void RemoteStepper::begin(gpu::StepCall call) {
+  if (in_flight_ != 0 || send_failure_) fail(ErrorKind::kInternal, "gpu worker {}: a step is in flight", index_);
+  pump(milliseconds(0));
+  in_flight_items_ = call.items.size();
+  reply_.reset();
+  if (!worker_) {
+    send_failure_ = Error(ErrorKind::kPeerLost, fmt::format("no gpu worker {} is connected", index_));
+    return;
+  }
   capnp::MallocMessageBuilder b;
-  gpu::encode_step_request(b.initRoot<proto::Envelope>().initStepRequest(), items, releases_);
+  gpu::encode_step_request(b.initRoot<proto::Envelope>().initStepRequest(), call.items, releases_, call.imports,
+                           call.exports);
   lost_ = false;
-  const control::PeerIdentity to = *worker_;
-  uint64_t id = 0;
+  in_flight_to_ = *worker_;
   try {
-    id = server_.send_request(to, b);
+    in_flight_ = server_.send_request(in_flight_to_, b);
   } catch (const Error& e) {
     // Gone before the server noticed (it is dropped), or not reading yet:
     // wait_ready() gives the server time to tell which.
-    if (!server_.find(to)) {
+    if (!server_.find(in_flight_to_)) {
       worker_.reset();
       has_worker_ = false;
     }
-    unreachable_ = control::to_string(to);
+    unreachable_ = control::to_string(in_flight_to_);
     unreachable_since_ = steady_clock::now();
-    fail(ErrorKind::kPeerLost, "the gpu worker cannot be reached: {}", e.what());
+    send_failure_ = Error(ErrorKind::kPeerLost, fmt::format("gpu worker {} cannot be reached: {}", index_, e.what()));
+    return;
   }
   releases_.clear();
-  for (;;) {
-    std::optional<control::DecodedFrame> reply = pump(milliseconds(100), id);
-    if (reply) {
-      auto env = reply->envelope();
-      if (env.which() == proto::Envelope::ERROR) throw control::RemoteError(control::to_string(to), env.getError());
-      if (env.which() != proto::Envelope::STEP_REPLY)
-        fail(ErrorKind::kInternal, "the gpu worker answered a step with {}", control::message_name(env));
-      return gpu::decode_step_reply(env.getStepReply(), items.size());
+}
+
+std::vector<gpu::SampledToken> RemoteStepper::finish() {
+  if (send_failure_) {
+    Error e = std::move(*send_failure_);
+    send_failure_.reset();
+    throw e;
+  }
+  if (in_flight_ == 0) fail(ErrorKind::kInternal, "gpu worker {}: finish() without begin()", index_);
+  struct Done {
+    RemoteStepper& s;
+    ~Done() {
+      s.in_flight_ = 0;
+      s.reply_.reset();
     }
-    if (lost_) fail(ErrorKind::kPeerLost, "the gpu worker was lost during a step of {} sequence(s)", items.size());
+  } done{*this};
+  const std::string to = control::to_string(in_flight_to_);
+  for (;;) {
+    if (reply_) {
+      auto env = reply_->envelope();
+      if (env.which() == proto::Envelope::ERROR) throw control::RemoteError(to, env.getError());
+      if (env.which() != proto::Envelope::STEP_REPLY)
+        fail(ErrorKind::kInternal, "gpu worker {} answered a step with {}", to, control::message_name(env));
+      return gpu::decode_step_reply(env.getStepReply(), in_flight_items_);
+    }
+    if (lost_)
+      fail(ErrorKind::kPeerLost, "gpu worker {} was lost during a step of {} sequence(s)", to, in_flight_items_);
+    pump(milliseconds(100));
   }
 }
 
 void RemoteStepper::idle() {
-  pump(milliseconds(0), 0);
+  pump(milliseconds(0));
   if (!worker_ || releases_.empty()) return;
   // Free the caches now rather than at the next step; the reply is not awaited.
   capnp::MallocMessageBuilder b;
@@ -105,7 +131,7 @@ bool RemoteStepper::wait_ready(steady_clock::time_point deadline) {
   for (;;) {
     if (!worker_)  // one that joined while this object had dropped it
       for (const auto& [slot, peer] : server_.peers())
-        if (peer.identity.role == proto::Role::GPU) {
+        if (peer.identity.role == proto::Role::GPU && peer.identity.index == index_) {
           worker_ = peer.identity;
           has_worker_ = true;
         }
@@ -118,7 +144,7 @@ bool RemoteStepper::wait_ready(steady_clock::time_point deadline) {
       if (p && p->state == proto::PeerState::READY) return true;
     }
     if (steady_clock::now() >= deadline) return false;
-    pump(milliseconds(100), 0);
+    pump(milliseconds(100));
   }
 }
 

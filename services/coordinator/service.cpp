@@ -20,6 +20,7 @@
 #include "services/coordinator/http_server.h"
 #include "services/coordinator/openai_api.h"
 #include "services/coordinator/remote_stepper.h"
+#include "services/coordinator/split_stepper.h"
 
 namespace tandem::coordinator {
 
@@ -63,12 +64,27 @@ int run_coordinator(const CoordinatorOptions& o, zmq::context_t& context, const 
       spdlog::warn("{} {}: {}", control::to_string(ev.peer), control::to_string(ev.kind), ev.reason);
     }
   };
-  RemoteStepper stepper(server, config, on_other);
+  // gpu worker 0 does everything, or decodes while gpu worker 1 prefills.
+  RemoteStepper decode(server, config, 0, on_other);
+  std::optional<RemoteStepper> prefill;
+  std::optional<SplitStepper> split;
+  if (o.split_roles) {
+    prefill.emplace(server, config, 1);
+    decode.set_other([&](control::ServerEvent& ev) {
+      if (!prefill->accept(ev)) on_other(ev);
+    });
+    prefill->set_other([&](control::ServerEvent& ev) {
+      if (!decode.accept(ev)) on_other(ev);
+    });
+    split.emplace(*prefill, decode, run.path());
+    spdlog::info("split roles: gpu worker 1 prefills, gpu worker 0 decodes");
+  }
+  gpu::Stepper& stepper = split ? static_cast<gpu::Stepper&>(*split) : decode;
   Generator gen(stepper, tok);
   ApiOptions ao;
   ao.api_key = o.api_key;
   ao.model_name = o.model_name;
-  ao.ready = [&stepper] { return stepper.has_worker(); };
+  ao.ready = [&] { return decode.has_worker() && (!prefill || prefill->has_worker()); };
   OpenAiApi api(gen, std::move(tmpl), ao);
   write_pid_file(run.file("coordinator-0.ready"));
   spdlog::info("listening on http://{}:{} (model '{}'{}); control plane at {}", o.host, http.port(), ao.model_name,

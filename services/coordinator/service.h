@@ -1,6 +1,7 @@
 // The coordinator process: the OpenAI-compatible HTTP API, the tokenizer and
 // chat template, and the scheduler (generator.h), whose steps run in the gpu
-// worker process over the control plane (remote_stepper.h). It binds the
+// worker process over the control plane (remote_stepper.h) — or in two, a
+// prefill and a decode worker (split_stepper.h). It binds the
 // run's control socket (the ROUTER every other process joins), asks the
 // loader for the arena's manifest when it joins, and writes its pid to
 // <run>/coordinator-0.ready so that the others find it — also after the
@@ -27,6 +28,9 @@ struct CoordinatorOptions {
   std::string model_name = "tandem";
   std::optional<ProcessId> parent;  // stop when it is gone
   bool hold = false;    // wait for a debugger before serving
+  // gpu worker 1 prefills, gpu worker 0 decodes (split_stepper.h); else gpu
+  // worker 0 does both.
+  bool split_roles = false;
 };
 
 int run_coordinator(const CoordinatorOptions& o, zmq::context_t& context, const std::atomic<bool>& stop);

@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstring>
 #include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -44,8 +47,9 @@ namespace {
 using namespace std::chrono;
 
 // Answers one request in place: the result is written straight into the
-// response slot.
-void answer(const RingMessage& m, ExpertCompute& compute, RingWriter& out, int worker) {
+// response slot. Only the compute holds `compute_mu` (a requester that stops
+// reading its responses must not hold up the others).
+void answer(const RingMessage& m, ExpertCompute& compute, std::mutex& compute_mu, RingWriter& out, int worker) {
   std::span<std::byte> slot;
   try {
     slot = out.reserve(deadline_in(seconds(30)));
@@ -73,6 +77,7 @@ void answer(const RingMessage& m, ExpertCompute& compute, RingWriter& out, int w
       fail_invalid("hidden size {} != this model's {}", w.header.hidden, compute.hidden());
     if (result_bytes(w.header.n_tokens, w.header.hidden) > slot.size())
       fail_invalid("{} tokens do not fit the response slot of {} bytes", w.header.n_tokens, slot.size());
+    std::lock_guard lk(compute_mu);
     compute.run(w.header.layer, w.header.n_tokens, w.header.top_k, w.x, w.expert_ids,
                 w.expert_weights, result_payload(slot));
     r.kind = ResultKind::kResult;
@@ -87,15 +92,78 @@ void answer(const RingMessage& m, ExpertCompute& compute, RingWriter& out, int w
 
 }  // namespace
 
+namespace {
+
+// Sends the kReady result that tells a requester this worker serves its slice.
+void announce_ready(RingWriter& out, const ExpertCompute& compute, const WorkerOptions& o) {
+  std::span<std::byte> slot = out.reserve(deadline_in(seconds(30)));
+  ResultHeader r;
+  r.kind = ResultKind::kReady;
+  r.worker = o.worker;
+  r.pid = int32_t(::getpid());
+  r.hidden = int32_t(compute.hidden());
+  r.ffn_begin = compute.ffn_begin();
+  r.ffn_end = compute.ffn_end();
+  const std::string text = fmt::format("{} kernels, {} threads", compute.fused() ? "fused" : "reference", o.threads);
+  out.publish(encode_result_header(slot, r, text));
+}
+
+struct Served {
+  uint64_t requests = 0;
+};
+
+// One requester's loop: answers its requests until `quit` or the parent is
+// gone (then sets `quit` for the other loops). The compute runs under
+// `compute_mu`: requesters take turns on the thread pool.
+void serve_link(size_t link, RingReader& in, RingWriter& out, ExpertCompute& compute, std::mutex& compute_mu,
+                const WorkerOptions& o, std::atomic<bool>& quit, Served& served) {
+  while (!quit.load()) {
+    std::optional<RingMessage> m;
+    try {
+      m = in.peek(deadline_in(milliseconds(200)));
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kPeerLost) {
+        spdlog::info("requester {} lost ({}); waiting for it to come back", link, e.what());
+      } else if (e.kind() != ErrorKind::kTimeout) {
+        throw;
+      }
+      if (o.parent && !is_alive(*o.parent)) {
+        spdlog::info("the process that started this worker is gone; exiting");
+        quit = true;
+      }
+      continue;
+    }
+    try {
+      answer(*m, compute, compute_mu, out, o.worker);
+    } catch (const Error& e) {
+      // The requester stopped reading its responses (it died): drop the
+      // request; its successor re-sends what it needs.
+      if (e.kind() != ErrorKind::kPeerLost && e.kind() != ErrorKind::kTimeout) throw;
+      spdlog::info("could not answer requester {}: {}", link, e.what());
+    }
+    in.release();
+    ++served.requests;
+  }
+}
+
+}  // namespace
+
 int run_expert_worker(const WorkerOptions& o, kernels::CpuIsa isa, const std::atomic<bool>& stop) {
   const auto t0 = steady_clock::now();
+  if (o.links.empty()) fail_invalid("an expert worker needs at least one pair of rings");
   arena::Arena a = arena::Arena::open(o.arena);
-  RingReader in = RingReader::attach(o.requests);
-  RingWriter out = RingWriter::attach(o.responses);
+  std::vector<RingReader> ins;
+  std::vector<RingWriter> outs;
+  for (const WorkerOptions::Link& l : o.links) {
+    ins.push_back(RingReader::attach(l.requests));
+    outs.push_back(RingWriter::attach(l.responses));
+  }
   kernels::ThreadPool::Options po;
   po.threads = o.threads;
   po.cpus = o.cpus;
   po.pin_caller = !o.cpus.empty();
+  // Pins this thread to cpus[0]; the receiving threads started below inherit
+  // that, so pool thread 0 runs there whichever requester's chunk it is.
   kernels::ThreadPool pool = kernels::ThreadPool::create(po);
   ComputeOptions co;
   co.worker = o.worker;
@@ -110,63 +178,62 @@ int run_expert_worker(const WorkerOptions& o, kernels::CpuIsa isa, const std::at
       break;
     }
   if (h == 0) fail(ErrorKind::kNotFound, "arena {} has no expert slices for worker {}", o.arena, o.worker);
-  co.max_tokens = tokens_per_slot(in.shape().slot_bytes, out.shape().slot_bytes, h, co.top_k);
-  if (co.max_tokens < 1)
-    fail_invalid("the rings' slots ({} and {} bytes) cannot carry one token of hidden size {}",
-                 in.shape().slot_bytes, out.shape().slot_bytes, h);
+  co.max_tokens = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const int64_t t = tokens_per_slot(ins[i].shape().slot_bytes, outs[i].shape().slot_bytes, h, co.top_k);
+    if (t < 1)
+      fail_invalid("the rings' slots ({} and {} bytes) cannot carry one token of hidden size {}",
+                   ins[i].shape().slot_bytes, outs[i].shape().slot_bytes, h);
+    co.max_tokens = std::max(co.max_tokens, t);
+  }
   ExpertCompute compute(a, co, pool);
   if (o.hold) {
-    // Before kReady: the requester waits for this worker meanwhile.
+    // Before kReady: the requesters wait for this worker meanwhile.
     hold_for_debugger(fmt::format("expert worker {}", o.worker), stop);
     if (stop) return 0;
   }
-  {
-    std::span<std::byte> slot = out.reserve(deadline_in(seconds(30)));
-    ResultHeader r;
-    r.kind = ResultKind::kReady;
-    r.worker = o.worker;
-    r.pid = int32_t(::getpid());
-    r.hidden = int32_t(compute.hidden());
-    r.ffn_begin = compute.ffn_begin();
-    r.ffn_end = compute.ffn_end();
-    const std::string text = fmt::format("{} kernels, {} threads", compute.fused() ? "fused" : "reference", o.threads);
-    out.publish(encode_result_header(slot, r, text));
-  }
+  for (RingWriter& out : outs) announce_ready(out, compute, o);
   if (!o.ready_file.empty()) write_pid_file(o.ready_file);
-  spdlog::info("serving expert slice F[{}, {}) of {} experts x {} layers from {} ({} threads, {} kernels, "
-               "up to {} tokens a message); ready in {:.0f} ms",
-               compute.ffn_begin(), compute.ffn_end(), compute.n_experts(), compute.n_layers(),
-               o.arena, o.threads, compute.fused() ? "fused" : "reference", co.max_tokens,
+  spdlog::info("serving expert slice F[{}, {}) of {} experts x {} layers from {} to {} requester(s) ({} threads, {} "
+               "kernels, up to {} tokens a message); ready in {:.0f} ms",
+               compute.ffn_begin(), compute.ffn_end(), compute.n_experts(), compute.n_layers(), o.arena, ins.size(),
+               o.threads, compute.fused() ? "fused" : "reference", co.max_tokens,
                duration<double, std::milli>(steady_clock::now() - t0).count());
-  uint64_t served = 0;
-  while (!stop.load()) {
-    std::optional<RingMessage> m;
-    try {
-      m = in.peek(deadline_in(milliseconds(200)));
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::kPeerLost) {
-        spdlog::info("requester lost ({}); waiting for it to come back", e.what());
-      } else if (e.kind() != ErrorKind::kTimeout) {
-        throw;
+  std::atomic<bool> quit{false};
+  std::mutex compute_mu;
+  std::vector<Served> served(ins.size());
+  std::exception_ptr failure;
+  std::mutex failure_mu;
+  {
+    std::vector<std::jthread> others;
+    for (size_t i = 1; i < ins.size(); ++i)
+      others.emplace_back([&, i] {
+        try {
+          serve_link(i, ins[i], outs[i], compute, compute_mu, o, quit, served[i]);
+        } catch (...) {
+          std::lock_guard lk(failure_mu);
+          if (!failure) failure = std::current_exception();
+          quit = true;
+        }
+      });
+    std::jthread watch_stop([&](std::stop_token st) {
+      while (!st.stop_requested() && !quit.load()) {
+        if (stop.load()) quit = true;
+        std::this_thread::sleep_for(milliseconds(20));
       }
-      if (o.parent && !is_alive(*o.parent)) {
-        spdlog::info("the process that started this worker is gone; exiting");
-        return 0;
-      }
-      continue;
-    }
+    });
     try {
-      answer(*m, compute, out, o.worker);
-    } catch (const Error& e) {
-      // The requester stopped reading its responses (it died): drop the
-      // request; its successor re-sends what it needs.
-      if (e.kind() != ErrorKind::kPeerLost && e.kind() != ErrorKind::kTimeout) throw;
-      spdlog::info("could not answer: {}", e.what());
+      serve_link(0, ins[0], outs[0], compute, compute_mu, o, quit, served[0]);
+    } catch (...) {
+      std::lock_guard lk(failure_mu);
+      if (!failure) failure = std::current_exception();
+      quit = true;
     }
-    in.release();
-    ++served;
   }
-  spdlog::info("stopping after {} requests", served);
+  if (failure) std::rethrow_exception(failure);
+  uint64_t total = 0;
+  for (const Served& s : served) total += s.requests;
+  spdlog::info("stopping after {} requests", total);
   return 0;
 }
 

@@ -1,8 +1,11 @@
 // The expert worker: maps its slice of the weight arena read-only, pins a
-// thread pool to its cores, and answers the routed-expert work a requester
-// (the gpu worker, or the launcher's in-process one) sends over a pair of
-// shared-memory rings that the requester created: read a chunk of tokens,
-// compute this worker's partial sums (expert_compute.h), write them back.
+// thread pool to its cores, and answers the routed-expert work its
+// requesters (gpu workers — a prefill and a decode one — or the launcher's
+// in-process one) send over shared-memory rings that they created, one pair
+// per requester: read a chunk of tokens, compute this worker's partial sums
+// (expert_compute.h), write them back. Each pair has its own receiving
+// thread (the first is the main thread); they take turns on the one thread
+// pool, so a requester waits for the other's chunk at most.
 //
 // After attaching it sends a kReady result naming its slice, so the requester
 // knows it is serving. A dead requester is not an error: the worker waits
@@ -23,8 +26,11 @@ namespace tandem::expert {
 struct WorkerOptions {
   std::string arena;       // the arena file
   int worker = 0;          // which slice
-  std::string requests;    // ring the requester writes
-  std::string responses;   // ring this worker writes
+  struct Link {
+    std::string requests;   // ring the requester writes
+    std::string responses;  // ring this worker writes
+  };
+  std::vector<Link> links;  // one per requester, at least one
   int threads = 1;
   std::vector<int> cpus;   // pin thread i to cpus[i]; empty: not pinned
   std::optional<ProcessId> parent;  // exit when it is gone

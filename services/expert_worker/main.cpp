@@ -3,6 +3,7 @@
 // launcher; runnable by hand for debugging:
 //   tandem-expert-worker --arena RUN/arena --worker 0 --requests RUN/experts-0.req
 //       --responses RUN/experts-0.res --top-k 8 [--threads N] [--cpus 0-3]
+// (--requests/--responses once per requester, in pairs).
 #include <atomic>
 #include <string>
 
@@ -14,6 +15,7 @@
 namespace {
 
 const char* kUsage = R"(usage: tandem-expert-worker --arena PATH --worker N --requests RING --responses RING --top-k K [options]
+  --requests RING --responses RING   once per requester (a prefill and a decode gpu worker: twice)
   --threads N        compute threads (default 1)
   --cpus LIST        pin them, e.g. 0-3,8 (default: not pinned)
   --parent-pid PID   exit when that process is gone
@@ -35,8 +37,12 @@ tandem::expert::WorkerOptions parse(int argc, char** argv) {
     std::string v = argv[++i];
     if (a == "--arena") o.arena = v;
     else if (a == "--worker") o.worker = tandem::parse_flag_number<int>(a, v);
-    else if (a == "--requests") o.requests = v;
-    else if (a == "--responses") o.responses = v;
+    else if (a == "--requests") o.links.push_back({v, ""});
+    else if (a == "--responses") {
+      if (o.links.empty() || !o.links.back().responses.empty())
+        tandem::fail_invalid("--responses {} must follow its --requests", v);
+      o.links.back().responses = v;
+    }
     else if (a == "--top-k") o.top_k = tandem::parse_flag_number<int>(a, v);
     else if (a == "--threads") o.threads = tandem::parse_flag_number<int>(a, v);
     else if (a == "--ready-file") o.ready_file = v;
@@ -48,8 +54,10 @@ tandem::expert::WorkerOptions parse(int argc, char** argv) {
       tandem::fail_invalid("unknown option '{}'", a);
     }
   }
-  if (o.arena.empty() || o.requests.empty() || o.responses.empty() || o.top_k < 1)
+  if (o.arena.empty() || o.links.empty() || o.top_k < 1)
     tandem::fail_invalid("--arena, --requests, --responses and --top-k are required");
+  for (const auto& l : o.links)
+    if (l.responses.empty()) tandem::fail_invalid("--requests {} has no --responses after it", l.requests);
   if (o.threads < 1) tandem::fail_invalid("--threads must be at least 1");
   return o;
 }

@@ -55,10 +55,13 @@ std::optional<Served> handle(control::ControlClient& client, StepRunner& runner,
   for (uint64_t s : step.release) runner.release(s);
   std::vector<SampledToken> out;
   bool told_to_stop = false;
-  if (!step.items.empty()) {
+  if (!step.items.empty() || !step.imports.empty() || !step.exports.empty()) {
     // The step runs on its own thread; this one heartbeats meanwhile (the
     // coordinator sends nothing else while it waits, but a Shutdown counts).
-    auto done = std::async(std::launch::async, [&] { return runner.step(step.items); });
+    auto done = std::async(std::launch::async, [&] {
+      runner.begin({step.items, std::move(step.imports), std::move(step.exports)});
+      return runner.finish();
+    });
     try {
       while (done.wait_for(milliseconds(50)) != std::future_status::ready)
         if (auto f = client.poll(milliseconds(0)); f && f->envelope().which() == proto::Envelope::SHUTDOWN)
@@ -115,8 +118,8 @@ int run_gpu_worker(const GpuWorkerOptions& o, zmq::context_t& context, const std
   engine::Model model(config, ModelWeights::from_arena(a), kernels::choose_isa_from_environment());
   model.set_routed_experts(&remote);
   StepRunner runner(model);
-  spdlog::info("the model's dense part is mapped from {} ({} expert worker(s)); ready in {:.0f} ms", o.arena,
-               o.experts.size(), duration<double, std::milli>(steady_clock::now() - t0).count());
+  spdlog::info("role {}: the model's dense part is mapped from {} ({} expert worker(s)); ready in {:.0f} ms", o.role,
+               o.arena, o.experts.size(), duration<double, std::milli>(steady_clock::now() - t0).count());
   if (o.hold) {
     hold_for_debugger(fmt::format("gpu worker {}", o.index), stop);
     if (stop) return 0;
@@ -125,7 +128,7 @@ int run_gpu_worker(const GpuWorkerOptions& o, zmq::context_t& context, const std
   // The start time orders this process after every earlier one at gpu/index
   // (a replacement on new rings after `scale` too).
   co.identity = {proto::Role::GPU, o.index, uint32_t(self_process().start_ticks)};
-  co.capabilities = "prefill,decode,host";
+  co.capabilities = o.role == "both" ? "prefill,decode,host" : o.role + ",host";
   bool first = true;
   for (;;) {
     std::optional<control::ControlClient> client = control::join_coordinator(context, o.coordinator, co, stop);

@@ -18,6 +18,8 @@ const char* kUsage = R"(usage: tandem-gpu-worker --model PATH --run-dir DIR --ex
   --arena PATH       the weight arena (default: DIR/arena)
   --rings PREFIX     expert rings PREFIX-W.req and PREFIX-W.res (default: DIR/experts)
   --index N          this worker's index (default 0)
+  --role ROLE        both (default), prefill or decode: what the coordinator sends it (a prefill
+                     worker hands each prompt's cache to the decode worker through the run directory)
   --parent-pid PID   exit when that process is gone
   --ready-file PATH  once joined to the coordinator, write this process's pid there
   --hold             wait for a debugger before joining (prints the command to attach)
@@ -46,6 +48,11 @@ tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
     else if (a == "--experts") experts = tandem::parse_flag_number<int>(a, v);
     else if (a == "--index") o.index = uint32_t(tandem::parse_flag_number<int>(a, v));
     else if (a == "--ready-file") o.ready_file = v;
+    else if (a == "--role") {
+      if (v != "both" && v != "prefill" && v != "decode")
+        tandem::fail_invalid("--role {}: expected both, prefill or decode", v);
+      o.role = v;
+    }
     else if (a == "--parent-pid") {
       o.coordinator.parent = tandem::find_process(pid_t(tandem::parse_flag_number<int>(a, v)));
       if (!o.coordinator.parent)

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,23 @@ struct SampledToken {
   std::vector<float> logits;                      // all_logits: one vocab row per token
 };
 
+// A sequence moved between gpu workers (a prefill worker hands each prompt's
+// KV cache and history to the decode worker): written to `path` in the run
+// directory after a step of one worker, read (and the file removed) before a
+// step of the other (sequence_file.h).
+struct SequenceTransfer {
+  uint64_t sequence = 0;
+  std::string path;
+  SequenceParams params;  // an import's (an export ignores them)
+};
+
+// A step with transfers, as a split coordinator (SplitStepper) sends it.
+struct StepCall {
+  std::span<const StepItem> items;        // must stay valid until finish()
+  std::vector<SequenceTransfer> imports;  // before the items run
+  std::vector<SequenceTransfer> exports;  // after they ran (sequences whose prompt is done)
+};
+
 // Where steps run: in this process (StepRunner) or in a gpu worker process
 // over the control plane (coordinator::RemoteStepper).
 class Stepper {
@@ -64,6 +82,20 @@ class Stepper {
   // After kPeerLost: waits for a worker to step again; false at the deadline.
   virtual bool wait_ready(std::chrono::steady_clock::time_point) { return true; }
   virtual const ModelConfig& config() const = 0;
+};
+
+// A worker that can take part in a prefill/decode split: a step with
+// transfers is started and collected separately, so that the prefill and
+// the decode worker run theirs at the same time. One call in flight at a
+// time; finish() throws as step() does.
+class TransferStepper : public Stepper {
+ public:
+  virtual void begin(StepCall call) = 0;
+  virtual std::vector<SampledToken> finish() = 0;
+  std::vector<SampledToken> step(std::span<const StepItem> items) final {
+    begin({items, {}, {}});
+    return finish();
+  }
 };
 
 }  // namespace tandem::gpu

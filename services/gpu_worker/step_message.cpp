@@ -4,8 +4,64 @@
 
 namespace tandem::gpu {
 
+namespace {
+
+void encode_params(const SequenceParams& params, proto::Sampling::Builder sp) {
+  const engine::SamplingParams& p = params.sampling;
+  sp.setTemperature(p.temperature);
+  sp.setTopK(p.top_k);
+  sp.setTopP(p.top_p);
+  sp.setMinP(p.min_p);
+  sp.setRepetitionPenalty(p.repetition_penalty);
+  sp.setRepeatLastN(p.repeat_last_n);
+  sp.setSeed(p.seed);
+}
+
+SequenceParams decode_params(uint64_t id, uint64_t capacity, int32_t top_logprobs, proto::Sampling::Reader sp) {
+  SequenceParams p;
+  if (capacity > uint64_t(INT32_MAX)) fail_invalid("sequence {}: capacity {} is too large", id, capacity);
+  p.capacity = int64_t(capacity);
+  p.top_logprobs = top_logprobs;
+  if (p.top_logprobs < -1 || p.top_logprobs > 20)
+    fail_invalid("sequence {}: topLogprobs {} is outside -1..20", id, p.top_logprobs);
+  p.sampling.temperature = sp.getTemperature();
+  p.sampling.top_k = sp.getTopK();
+  p.sampling.top_p = sp.getTopP();
+  p.sampling.min_p = sp.getMinP();
+  p.sampling.repetition_penalty = sp.getRepetitionPenalty();
+  p.sampling.repeat_last_n = sp.getRepeatLastN();
+  p.sampling.seed = sp.getSeed();
+  return p;
+}
+
+void encode_transfers(capnp::List<proto::SequenceTransfer>::Builder out, std::span<const SequenceTransfer> ts) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    auto t = out[unsigned(i)];
+    t.setId(ts[i].sequence);
+    t.setPath(ts[i].path);
+    t.setCapacity(uint64_t(ts[i].params.capacity));
+    t.setTopLogprobs(ts[i].params.top_logprobs);
+    encode_params(ts[i].params, t.initSampling());
+  }
+}
+
+std::vector<SequenceTransfer> decode_transfers(capnp::List<proto::SequenceTransfer>::Reader in) {
+  std::vector<SequenceTransfer> out;
+  for (auto t : in) {
+    SequenceTransfer& x = out.emplace_back();
+    x.sequence = t.getId();
+    x.path = t.getPath().cStr();
+    if (x.path.empty()) fail_invalid("sequence {}: a transfer without a file", x.sequence);
+    x.params = decode_params(x.sequence, t.getCapacity(), t.getTopLogprobs(), t.getSampling());
+  }
+  return out;
+}
+
+}  // namespace
+
 void encode_step_request(proto::StepRequest::Builder out, std::span<const StepItem> items,
-                         std::span<const uint64_t> release) {
+                         std::span<const uint64_t> release, std::span<const SequenceTransfer> imports,
+                         std::span<const SequenceTransfer> exports) {
   auto seqs = out.initSequences(unsigned(items.size()));
   for (size_t i = 0; i < items.size(); ++i) {
     const StepItem& it = items[i];
@@ -20,19 +76,13 @@ void encode_step_request(proto::StepRequest::Builder out, std::span<const StepIt
     if (it.params) {
       s.setCapacity(uint64_t(it.params->capacity));
       s.setTopLogprobs(it.params->top_logprobs);
-      const engine::SamplingParams& p = it.params->sampling;
-      auto sp = s.initSampling();
-      sp.setTemperature(p.temperature);
-      sp.setTopK(p.top_k);
-      sp.setTopP(p.top_p);
-      sp.setMinP(p.min_p);
-      sp.setRepetitionPenalty(p.repetition_penalty);
-      sp.setRepeatLastN(p.repeat_last_n);
-      sp.setSeed(p.seed);
+      encode_params(*it.params, s.initSampling());
     }
   }
   auto rel = out.initRelease(unsigned(release.size()));
   for (size_t i = 0; i < release.size(); ++i) rel.set(unsigned(i), release[i]);
+  if (!imports.empty()) encode_transfers(out.initImports(unsigned(imports.size())), imports);
+  if (!exports.empty()) encode_transfers(out.initExports(unsigned(exports.size())), exports);
 }
 
 DecodedStep decode_step_request(proto::StepRequest::Reader in) {
@@ -49,24 +99,13 @@ DecodedStep decode_step_request(proto::StepRequest::Reader in) {
     it.sample = s.getSample();
     it.all_logits = s.getAllLogits();
     if (it.position == 0) {
-      SequenceParams& p = d.params.emplace_back();
-      if (s.getCapacity() > uint64_t(INT32_MAX)) fail_invalid("sequence {}: capacity {} is too large", it.sequence, s.getCapacity());
-      p.capacity = int64_t(s.getCapacity());
-      p.top_logprobs = s.getTopLogprobs();
-      if (p.top_logprobs < -1 || p.top_logprobs > 20)
-        fail_invalid("sequence {}: topLogprobs {} is outside -1..20", it.sequence, p.top_logprobs);
-      auto sp = s.getSampling();
-      p.sampling.temperature = sp.getTemperature();
-      p.sampling.top_k = sp.getTopK();
-      p.sampling.top_p = sp.getTopP();
-      p.sampling.min_p = sp.getMinP();
-      p.sampling.repetition_penalty = sp.getRepetitionPenalty();
-      p.sampling.repeat_last_n = sp.getRepeatLastN();
-      p.sampling.seed = sp.getSeed();
-      it.params = &p;
+      d.params.push_back(decode_params(it.sequence, s.getCapacity(), s.getTopLogprobs(), s.getSampling()));
+      it.params = &d.params.back();
     }
     d.items.push_back(it);
   }
+  d.imports = decode_transfers(in.getImports());
+  d.exports = decode_transfers(in.getExports());
   return d;
 }
 

@@ -15,13 +15,15 @@
 namespace tandem::gpu {
 
 void encode_step_request(proto::StepRequest::Builder out, std::span<const StepItem> items,
-                         std::span<const uint64_t> release);
+                         std::span<const uint64_t> release, std::span<const SequenceTransfer> imports = {},
+                         std::span<const SequenceTransfer> exports = {});
 
 struct DecodedStep {
   std::vector<StepItem> items;  // spans point into `tokens`, params into `params`
   std::vector<uint64_t> release;
   std::deque<std::vector<uint32_t>> tokens;
   std::deque<SequenceParams> params;
+  std::vector<SequenceTransfer> imports, exports;
 };
 // Throws tandem::Error(kInvalidInput) naming the bad field.
 DecodedStep decode_step_request(proto::StepRequest::Reader in);

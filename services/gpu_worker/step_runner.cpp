@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "services/gpu_worker/sequence_file.h"
 
 namespace tandem::gpu {
 
@@ -25,7 +26,41 @@ void token_logprobs(std::span<const float> logits, uint32_t chosen, int top, Sam
   for (size_t i = 0; i < k; ++i) out.top.emplace_back(idx[i], logits[idx[i]] - lse);
 }
 
-std::vector<SampledToken> StepRunner::step(std::span<const StepItem> items) {
+void StepRunner::validate(const SequenceParams& p, uint64_t sequence, int64_t first_tokens) {
+  if (p.capacity < first_tokens)
+    fail_invalid("sequence {}: capacity {} is less than its first {} tokens", sequence, p.capacity, first_tokens);
+  if (p.top_logprobs > 20) fail_invalid("sequence {}: top_logprobs above 20", sequence);
+  engine::validate(p.sampling);
+}
+
+void StepRunner::Sequence::import_from(const engine::Model& m, const std::string& path) {
+  history = read_sequence_file(path, cache, m.config().n_layers);
+}
+
+void StepRunner::Sequence::export_to(const engine::Model& m, const std::string& path) const {
+  write_sequence_file(path, cache, m.config().n_layers, history);
+}
+
+std::vector<SampledToken> StepRunner::finish() {
+  StepCall call = std::move(call_);
+  call_ = {};
+  for (const SequenceTransfer& t : call.imports) {
+    validate(t.params, t.sequence, 1);
+    auto s = std::make_unique<Sequence>(model_, t.params);
+    s->import_from(model_, t.path);
+    seqs_[t.sequence] = std::move(s);
+  }
+  std::vector<SampledToken> out = run(call.items);
+  for (const SequenceTransfer& t : call.exports) {
+    auto f = seqs_.find(t.sequence);
+    if (f == seqs_.end()) fail(ErrorKind::kNotFound, "sequence {} is not open here: nothing to export", t.sequence);
+    f->second->export_to(model_, t.path);
+    seqs_.erase(f);
+  }
+  return out;
+}
+
+std::vector<SampledToken> StepRunner::run(std::span<const StepItem> items) {
   const ModelConfig& c = model_.config();
   // Everything is checked before anything changes.
   std::unordered_set<uint64_t> seen;
@@ -36,11 +71,7 @@ std::vector<SampledToken> StepRunner::step(std::span<const StepItem> items) {
       if (t >= c.vocab_size) fail_invalid("sequence {}: token {} is outside the vocabulary ({} ids)", it.sequence, t, c.vocab_size);
     if (it.position == 0) {
       if (!it.params) fail_invalid("sequence {}: position 0 without sequence parameters", it.sequence);
-      if (it.params->capacity < int64_t(it.tokens.size()))
-        fail_invalid("sequence {}: capacity {} is less than its first {} tokens", it.sequence,
-                     it.params->capacity, it.tokens.size());
-      if (it.params->top_logprobs > 20) fail_invalid("sequence {}: top_logprobs above 20", it.sequence);
-      engine::validate(it.params->sampling);
+      validate(*it.params, it.sequence, int64_t(it.tokens.size()));
       continue;
     }
     auto f = seqs_.find(it.sequence);

@@ -1,0 +1,99 @@
+// Sequence files (a prefill worker's handoff to the decode worker): a cache
+// and its history come back bit for bit, the file is gone after the read,
+// and files that do not fit the reader's model are refused with the cause.
+#include "services/gpu_worker/sequence_file.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "common/shm/run_dir.h"
+#include "tools/gen_model/gen_model.h"
+
+namespace tandem::gpu {
+namespace {
+
+void fill(engine::KvCache& c, int64_t layers, int64_t n, float base) {
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t p = 0; p < n; ++p) {
+      for (int64_t i = 0; i < c.k_width(); ++i) c.k(l, p)[i] = base + float(l * 1000 + p) + 0.001f * float(i);
+      for (int64_t i = 0; i < c.v_width(); ++i) c.v(l, p)[i] = -base - float(l * 1000 + p) - 0.002f * float(i);
+    }
+  c.advance(n);
+}
+
+ErrorKind kind_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << "no error";
+  return ErrorKind::kInternal;
+}
+
+TEST(SequenceFile, RoundTripsGqaAndMlaCachesAndIsRemovedAfterTheRead) {
+  RunDirectory run = RunDirectory::create();
+  for (Arch arch : {Arch::kQwen3Moe, Arch::kDeepseekV3}) {
+    const ModelConfig c = genmodel::preset_config(arch, "tiny");
+    const int64_t L = c.n_layers;
+    engine::KvCache src(c, 16);
+    fill(src, L, 11, 0.5f);
+    std::vector<uint32_t> history;
+    for (uint32_t t = 0; t < 11; ++t) history.push_back(t * 7 + 1);
+    const std::string path = run.file("seq.kv");
+    write_sequence_file(path, src, L, history);
+    EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    engine::KvCache dst(c, 20);
+    EXPECT_EQ(read_sequence_file(path, dst, L), history);
+    EXPECT_FALSE(std::filesystem::exists(path));
+    ASSERT_EQ(dst.size(), 11);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t p = 0; p < 11; ++p) {
+        for (int64_t i = 0; i < dst.k_width(); ++i) ASSERT_EQ(dst.k(l, p)[i], src.k(l, p)[i]);
+        for (int64_t i = 0; i < dst.v_width(); ++i) ASSERT_EQ(dst.v(l, p)[i], src.v(l, p)[i]);
+      }
+    EXPECT_EQ(arch == Arch::kDeepseekV3, dst.v_width() == 0);  // MLA keeps the latent only
+  }
+}
+
+TEST(SequenceFile, RefusesFilesThatDoNotFitTheReader) {
+  RunDirectory run = RunDirectory::create();
+  const ModelConfig qwen = genmodel::preset_config(Arch::kQwen3Moe, "tiny");
+  const ModelConfig ds = genmodel::preset_config(Arch::kDeepseekV3, "tiny");
+  engine::KvCache src(qwen, 8);
+  fill(src, qwen.n_layers, 6, 1);
+  const std::vector<uint32_t> history(6, 3);
+  const std::string path = run.file("seq.kv");
+  auto write = [&] { write_sequence_file(path, src, qwen.n_layers, history); };
+  // Another model's cache.
+  write();
+  engine::KvCache other(ds, 8);
+  EXPECT_EQ(kind_of([&] { read_sequence_file(path, other, ds.n_layers); }), ErrorKind::kInvalidInput);
+  EXPECT_FALSE(std::filesystem::exists(path));  // refused files go too
+  // Longer than the reader's cache.
+  write();
+  engine::KvCache small(qwen, 4);
+  EXPECT_EQ(kind_of([&] { read_sequence_file(path, small, qwen.n_layers); }), ErrorKind::kInvalidInput);
+  // Truncated.
+  write();
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 4);
+  engine::KvCache fresh(qwen, 8);
+  EXPECT_EQ(kind_of([&] { read_sequence_file(path, fresh, qwen.n_layers); }), ErrorKind::kInvalidInput);
+  EXPECT_EQ(fresh.size(), 0);
+  // Not a sequence file.
+  { std::ofstream(path) << std::string(200, 'x'); }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(kind_of([&] { read_sequence_file(path, fresh, qwen.n_layers); }), ErrorKind::kInvalidInput);
+  // Missing (read already, or its writer failed).
+  EXPECT_EQ(kind_of([&] { read_sequence_file(path, fresh, qwen.n_layers); }), ErrorKind::kNotFound);
+  // The writer never overwrites: a name in use is an error.
+  write();
+  EXPECT_EQ(kind_of(write), ErrorKind::kSystem);
+}
+
+}  // namespace
+}  // namespace tandem::gpu
