@@ -120,7 +120,8 @@ std::string OpenAiApi::metrics() const {
       "# TYPE tandem_step_recoveries_total counter\n"
       "tandem_step_recoveries_total {}\n",
       requests_.load(), errors_.load(), cancelled_.load(), prompt_tokens_.load(), completion_tokens_.load(),
-      g.running, g.waiting, g.steps, g.step_tokens, g.step_sequences, g.max_step_sequences, g.recoveries);
+      g.running, g.waiting, g.steps, g.step_tokens, g.step_sequences, g.max_step_sequences, g.recoveries) +
+         (options_.more_metrics ? options_.more_metrics() : std::string());
 }
 
 void OpenAiApi::handle(const HttpRequest& req, HttpResponder& out) {

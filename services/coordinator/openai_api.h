@@ -24,6 +24,8 @@ struct ApiOptions {
   std::string api_key;  // empty: no authentication
   // /health answers 503 "starting" while this says false (no gpu worker yet).
   std::function<bool()> ready;
+  // Appended to /metrics (Prometheus text), e.g. the split roles' handoffs.
+  std::function<std::string()> more_metrics;
 };
 
 class OpenAiApi {

@@ -85,6 +85,13 @@ int run_coordinator(const CoordinatorOptions& o, zmq::context_t& context, const 
   ao.api_key = o.api_key;
   ao.model_name = o.model_name;
   ao.ready = [&] { return decode.has_worker() && (!prefill || prefill->has_worker()); };
+  if (split)
+    ao.more_metrics = [&] {
+      return fmt::format(
+          "# HELP tandem_sequence_handoffs_total Prompts handed from the prefill to the decode gpu worker.\n"
+          "# TYPE tandem_sequence_handoffs_total counter\ntandem_sequence_handoffs_total {}\n",
+          split->handoffs());
+    };
   OpenAiApi api(gen, std::move(tmpl), ao);
   write_pid_file(run.file("coordinator-0.ready"));
   spdlog::info("listening on http://{}:{} (model '{}'{}); control plane at {}", o.host, http.port(), ao.model_name,

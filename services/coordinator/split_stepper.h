@@ -15,6 +15,7 @@
 // before their import, and any left when this object goes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -37,7 +38,8 @@ class SplitStepper final : public gpu::Stepper {
   bool wait_ready(std::chrono::steady_clock::time_point deadline) override;
   const ModelConfig& config() const override { return decode_.config(); }
 
-  uint64_t handoffs() const { return handoffs_; }  // sequences imported by the decode worker
+  // Sequences imported by the decode worker (any thread may ask).
+  uint64_t handoffs() const { return handoffs_.load(); }
 
  private:
   enum class Phase { kPrefill, kDecode };
@@ -53,7 +55,7 @@ class SplitStepper final : public gpu::Stepper {
   std::unordered_map<uint64_t, State> seqs_;
   std::vector<gpu::SequenceTransfer> pending_;  // exported; imported with the decode worker's next step
   uint64_t files_ = 0;                          // names transfer files
-  uint64_t handoffs_ = 0;
+  std::atomic<uint64_t> handoffs_{0};
 };
 
 }  // namespace tandem::coordinator
