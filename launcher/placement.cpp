@@ -22,8 +22,12 @@ TopologyPtr load(const std::string& synthetic) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) throw Error(ErrorKind::kSystem, "hwloc_topology_init failed", errno);
   TopologyPtr t(raw);
-  if (!synthetic.empty() && hwloc_topology_set_synthetic(raw, synthetic.c_str()) != 0)
+  if (synthetic.starts_with("<")) {
+    if (hwloc_topology_set_xmlbuffer(raw, synthetic.data(), int(synthetic.size()) + 1) != 0)
+      fail_invalid("the hwloc XML topology is not valid");
+  } else if (!synthetic.empty() && hwloc_topology_set_synthetic(raw, synthetic.c_str()) != 0) {
     fail_invalid("hwloc synthetic topology '{}' is not valid", synthetic);
+  }
   // GPUs are PCI/OS devices: keep the important ones.
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (hwloc_topology_load(raw) != 0) throw Error(ErrorKind::kSystem, "hwloc_topology_load failed", errno);
@@ -31,6 +35,18 @@ TopologyPtr load(const std::string& synthetic) {
 }
 
 }  // namespace
+
+bool is_compute_gpu(uint16_t pci_class, uint16_t vendor,
+                    const std::vector<std::pair<std::string, hwloc_obj_osdev_type_e>>& osdevs) {
+  // A compute runtime (CUDA, OpenCL, Level Zero) or a GPU management library
+  // (NVML, RSMI) names it: a GPU.
+  for (const auto& [name, type] : osdevs)
+    if (type == HWLOC_OBJ_OSDEV_COPROC || name.starts_with("nvml") || name.starts_with("rsmi")) return true;
+  // Without those plugins: a display or 3D controller from a GPU vendor; the
+  // VGA controllers of server BMCs (ASPEED, Matrox) are not.
+  const bool display = (pci_class >> 8) == 0x03;
+  return display && (vendor == 0x10de || vendor == 0x1002 || (vendor == 0x8086 && pci_class != 0x0300));
+}
 
 std::string Topology::describe() const {
   std::string s = fmt::format("{} NUMA node(s):", nodes.size());
@@ -67,20 +83,23 @@ Topology read_topology(const std::string& synthetic) {
       for (hwloc_obj_t pu = nullptr; (pu = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PU, pu));) all.cpus.push_back(int(pu->os_index));
     out.nodes.push_back(std::move(all));
   }
-  for (hwloc_obj_t os = nullptr; (os = hwloc_get_next_osdev(t, os));) {
-    if (os->attr->osdev.type != HWLOC_OBJ_OSDEV_GPU && os->attr->osdev.type != HWLOC_OBJ_OSDEV_COPROC) continue;
+  // One entry per PCI device, whatever number of OS devices (card1,
+  // renderD128, nvml0, cuda0, …) the drivers give it.
+  for (hwloc_obj_t pci = nullptr; (pci = hwloc_get_next_pcidev(t, pci));) {
+    std::vector<std::pair<std::string, hwloc_obj_osdev_type_e>> osdevs;
+    for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling)
+      if (c->type == HWLOC_OBJ_OS_DEVICE) osdevs.emplace_back(c->name ? c->name : "", c->attr->osdev.type);
+    if (!is_compute_gpu(pci->attr->pcidev.class_id, pci->attr->pcidev.vendor_id, osdevs)) continue;
     GpuInfo g;
-    g.name = os->name ? os->name : "gpu";
-    hwloc_obj_t pci = os->parent;
-    while (pci && pci->type != HWLOC_OBJ_PCI_DEVICE) pci = pci->parent;
-    if (pci)
-      g.pci = fmt::format("{:04x}:{:02x}:{:02x}.{:01x}", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
-                          pci->attr->pcidev.dev, pci->attr->pcidev.func);
-    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, os);
-    if (anc && anc->nodeset) {
-      const int first = hwloc_bitmap_first(anc->nodeset);
-      g.numa_node = first;
-    }
+    g.pci = fmt::format("{:04x}:{:02x}:{:02x}.{:01x}", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
+                        pci->attr->pcidev.dev, pci->attr->pcidev.func);
+    // The compute runtime's name first (cuda0, opencl0d0), then nvml/rsmi/DRM.
+    for (auto want : {HWLOC_OBJ_OSDEV_COPROC, HWLOC_OBJ_OSDEV_GPU})
+      for (const auto& [name, type] : osdevs)
+        if (g.name.empty() && type == want && !name.empty()) g.name = name;
+    if (g.name.empty()) g.name = "pci " + g.pci;
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, pci);
+    if (anc && anc->nodeset && !hwloc_bitmap_iszero(anc->nodeset)) g.numa_node = hwloc_bitmap_first(anc->nodeset);
     out.gpus.push_back(std::move(g));
   }
   return out;

@@ -7,6 +7,8 @@
 // (taskset, cgroups).
 #pragma once
 
+#include <hwloc.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,10 +34,19 @@ struct Topology {
 };
 
 // The machine as hwloc sees it. `synthetic` (for tests) is an hwloc
-// synthetic description such as "pack:2 numa:1 core:4 pu:2"; its CPUs are
-// taken as usable. Throws tandem::Error(kSystem) if hwloc fails, and
-// kInvalidInput for a bad synthetic description.
+// synthetic description such as "pack:2 numa:1 core:4 pu:2", or an hwloc XML
+// topology (starting with '<'; it can hold PCI devices); its CPUs are taken
+// as usable. GPUs: one per PCI device that is_compute_gpu() accepts, with its
+// nearest NUMA node. Throws tandem::Error(kSystem) if hwloc fails, and
+// kInvalidInput for a bad description.
 Topology read_topology(const std::string& synthetic = "");
+
+// Whether a PCI device (class, vendor, and the names and types of its hwloc
+// OS devices) is a GPU to compute on: named by a compute runtime or GPU
+// library (cudaN, openclN, nvmlN, rsmiN), or a display/3D controller from
+// NVIDIA, AMD or Intel (not Intel's VGA, and not BMC VGAs such as ASPEED's).
+bool is_compute_gpu(uint16_t pci_class, uint16_t vendor,
+                    const std::vector<std::pair<std::string, hwloc_obj_osdev_type_e>>& osdevs);
 
 struct WorkerPlacement {
   int node = 0;           // OS index of its NUMA node

@@ -14,6 +14,71 @@
 namespace tandem {
 namespace {
 
+// Two packages with a node each; package 1 hosts an NVIDIA 3D controller with
+// the four OS devices its drivers give it, package 0 the server's BMC VGA.
+const char* kTwoNodesOneGpuXml = R"(<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+ <object type="Machine" os_index="0" cpuset="0x0000000f" complete_cpuset="0x0000000f" allowed_cpuset="0x0000000f" nodeset="0x00000003" complete_nodeset="0x00000003" allowed_nodeset="0x00000003" gp_index="1">
+  <object type="Package" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="8">
+   <object type="NUMANode" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="6" local_memory="1073741824"/>
+   <object type="Core" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="3">
+    <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="2"/>
+   </object>
+   <object type="Core" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="5">
+    <object type="PU" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="4"/>
+   </object>
+   <object type="Bridge" gp_index="30" bridge_type="0-1" depth="0" bridge_pci="0000:[02-02]">
+    <object type="PCIDev" gp_index="31" pci_busid="0000:02:00.0" pci_type="0300 [1a03:2000] [1a03:2000] 41" pci_link_speed="0.000000">
+     <object type="OSDev" gp_index="32" name="card0" subtype="DRM" osdev_type="1"/>
+    </object>
+   </object>
+  </object>
+  <object type="Package" os_index="1" cpuset="0x0000000c" complete_cpuset="0x0000000c" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="15">
+   <object type="NUMANode" os_index="1" cpuset="0x0000000c" complete_cpuset="0x0000000c" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="13" local_memory="1073741824"/>
+   <object type="Core" os_index="2" cpuset="0x00000004" complete_cpuset="0x00000004" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="10">
+    <object type="PU" os_index="2" cpuset="0x00000004" complete_cpuset="0x00000004" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="9"/>
+   </object>
+   <object type="Core" os_index="3" cpuset="0x00000008" complete_cpuset="0x00000008" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="12">
+    <object type="PU" os_index="3" cpuset="0x00000008" complete_cpuset="0x00000008" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="11"/>
+   </object>
+   <object type="Bridge" gp_index="20" bridge_type="0-1" depth="0" bridge_pci="0000:[41-41]">
+    <object type="PCIDev" gp_index="21" pci_busid="0000:41:00.0" pci_type="0302 [10de:2330] [10de:16c1] a1" pci_link_speed="0.000000">
+     <object type="OSDev" gp_index="22" name="card1" subtype="DRM" osdev_type="1"/>
+     <object type="OSDev" gp_index="23" name="renderD128" subtype="DRM" osdev_type="1"/>
+     <object type="OSDev" gp_index="24" name="nvml0" subtype="NVML" osdev_type="1"/>
+     <object type="OSDev" gp_index="25" name="cuda0" subtype="CUDA" osdev_type="5"/>
+    </object>
+   </object>
+  </object>
+ </object>
+</topology>
+)";
+
+TEST(Placement, OneGpuPerPciDeviceWithItsNodeAndNoBmcVga) {
+  const Topology t = read_topology(kTwoNodesOneGpuXml);
+  ASSERT_EQ(t.nodes.size(), 2u) << t.describe();
+  ASSERT_EQ(t.gpus.size(), 1u) << t.describe();
+  EXPECT_EQ(t.gpus[0].name, "cuda0");
+  EXPECT_EQ(t.gpus[0].pci, "0000:41:00.0");
+  EXPECT_EQ(t.gpus[0].numa_node, 1);
+  EXPECT_NE(t.describe().find("1 GPU(s) cuda0 (node 1)"), std::string::npos) << t.describe();
+  EXPECT_THROW(read_topology("<topology>broken"), Error);
+}
+
+TEST(Placement, ComputeGpusAreNamedByARuntimeOrComeFromAGpuVendor) {
+  using OsDevs = std::vector<std::pair<std::string, hwloc_obj_osdev_type_e>>;
+  const OsDevs none;
+  EXPECT_TRUE(is_compute_gpu(0x0302, 0x10de, none));   // NVIDIA 3D controller, no plugins
+  EXPECT_TRUE(is_compute_gpu(0x0300, 0x1002, none));   // AMD VGA
+  EXPECT_TRUE(is_compute_gpu(0x0380, 0x8086, none));   // Intel data-center GPU
+  EXPECT_FALSE(is_compute_gpu(0x0300, 0x8086, none));  // Intel integrated VGA
+  EXPECT_FALSE(is_compute_gpu(0x0300, 0x1a03, {{"card0", HWLOC_OBJ_OSDEV_GPU}}));  // ASPEED BMC
+  EXPECT_FALSE(is_compute_gpu(0x0200, 0x10de, {{"eth0", HWLOC_OBJ_OSDEV_NETWORK}}));  // a NIC
+  EXPECT_TRUE(is_compute_gpu(0x0300, 0x1234, {{"opencl0d0", HWLOC_OBJ_OSDEV_COPROC}}));
+  EXPECT_TRUE(is_compute_gpu(0x0300, 0x1234, {{"rsmi0", HWLOC_OBJ_OSDEV_GPU}}));
+}
+
 TEST(Placement, SyntheticTwoNodesGetOneWorkerEachOnTheirOwnCpus) {
   const Topology t = read_topology("pack:2 numa:1 core:4 pu:1");
   ASSERT_EQ(t.nodes.size(), 2u) << t.describe();
