@@ -207,9 +207,11 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
       uint32_t sm[4];
       k4_unpack(wb + 4, sm);
       const float d = half(wb), dmin = half(wb + 2);
-      const __m512i sc16 = _mm512_castsi128_si512(
-          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
-      const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 2)));
+      // From registers, not through memory: a vector load of the four
+      // 32-bit stores would miss store forwarding and stall.
+      const __m128i packed = _mm_setr_epi32(int(sm[0]), int(sm[1]), int(sm[2]), int(sm[3]));
+      const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(packed));
+      const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(packed, packed));
       __m512i S[4], Q[4];
       #pragma GCC unroll 8
       for (int k = 0; k < 4; ++k)
