@@ -7,7 +7,7 @@
 # greedy streams, which must finish with the undisturbed tokens, then the
 # coordinator; prompts were handed over (/metrics); `tandem scale` moves both
 # gpu workers to new rings; `--hold gpu:1` is accepted only in this mode, and
-# `tandem stop` leaves nothing behind (no transfer file either).
+# `tandem stop` leaves nothing behind; no transfer file outlives its step.
 #   serve_split_test.sh BUILD_DIR NODE_MODULES
 set -euo pipefail
 build=$1
@@ -55,6 +55,9 @@ coordinator=$(pids_of coordinator:0)
 cp "$(dirname "$0")/npm/openai_client.mjs" "$modules/../openai_client.mjs"
 node "$modules/../openai_client.mjs" "http://127.0.0.1:$port/v1" "" "$victims" "$coordinator" ||
   { tail -20 "$work/serve.log"; for f in "$base"/run-*/*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
+# Every handoff file was read or removed, the coordinator's kill included.
+kv=$(find "$base" -name '*.kv' | head -3)
+[[ -z "$kv" ]] || { echo "transfer files left: $kv"; exit 1; }
 handoffs=$(curl -s "http://127.0.0.1:$port/metrics" | grep '^tandem_sequence_handoffs_total' | grep -o '[0-9]*$')
 [[ "${handoffs:-0}" -ge 1 ]] || { echo "no prompt was handed over (handoffs '$handoffs')"; exit 1; }
 echo "handoffs since the coordinator restart: $handoffs"

@@ -48,9 +48,8 @@ bool RemoteStepper::accept(control::ServerEvent& ev) {
 
 void RemoteStepper::pump(milliseconds timeout) {
   for (control::ServerEvent& ev : server_.poll(timeout)) {
-    if (accept(ev)) continue;
     try {
-      if (other_) other_(ev);
+      if (!accept(ev) && other_) other_(ev);
     } catch (const std::exception& e) {  // the rest of this batch still counts
       spdlog::warn("control event from {}: {}", control::to_string(ev.peer), e.what());
     }

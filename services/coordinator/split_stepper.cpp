@@ -1,9 +1,13 @@
 #include "services/coordinator/split_stepper.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/error.h"
 
@@ -19,7 +23,25 @@ void remove_file(const std::string& path) {
 }  // namespace
 
 SplitStepper::SplitStepper(gpu::TransferStepper& prefill, gpu::TransferStepper& decode, std::string transfer_dir)
-    : prefill_(prefill), decode_(decode), dir_(std::move(transfer_dir)) {}
+    : prefill_(prefill), decode_(decode), dir_(std::move(transfer_dir)), name_(fmt::format("sequence-{}-", ::getpid())) {
+  sweep(std::chrono::seconds(0));  // a killed predecessor's
+}
+
+void SplitStepper::sweep(std::chrono::seconds min_age) {
+  std::error_code ec;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("sequence-") || e.path().extension() != ".kv") continue;
+    if (std::any_of(pending_.begin(), pending_.end(), [&](const auto& t) { return t.path == e.path().string(); }))
+      continue;
+    std::error_code ec2;
+    const auto mtime = std::filesystem::last_write_time(e.path(), ec2);
+    if (ec2 || now - mtime < min_age) continue;
+    spdlog::info("removing {}, a transfer file no step will read", e.path().string());
+    remove_file(e.path().string());
+  }
+}
 
 SplitStepper::~SplitStepper() {
   for (const gpu::SequenceTransfer& t : pending_) remove_file(t.path);
@@ -39,6 +61,7 @@ std::vector<gpu::SampledToken> SplitStepper::step(std::span<const gpu::StepItem>
   std::vector<gpu::SequenceTransfer> exports;
   for (size_t i = 0; i < items.size(); ++i) {
     const gpu::StepItem& it = items[i];
+    if (it.all_logits) fail(ErrorKind::kUnsupported, "sequence {}: all_logits with split roles", it.sequence);
     if (it.position == 0) {
       if (!it.params) fail_invalid("sequence {}: position 0 without sequence parameters", it.sequence);
       drop_pending(it.sequence);
@@ -50,8 +73,7 @@ std::vector<gpu::SampledToken> SplitStepper::step(std::span<const gpu::StepItem>
     if (s->second.phase == Phase::kPrefill) {
       where[i] = {true, to_prefill.size()};
       to_prefill.push_back(it);
-      if (it.sample && !it.all_logits)
-        exports.push_back({it.sequence, fmt::format("{}/sequence-{}.{}.kv", dir_, it.sequence, files_++), {}});
+      if (it.sample) exports.push_back({it.sequence, fmt::format("{}/{}{}.{}.kv", dir_, name_, it.sequence, files_++), {}});
     } else {
       where[i] = {false, to_decode.size()};
       to_decode.push_back(it);
@@ -63,18 +85,21 @@ std::vector<gpu::SampledToken> SplitStepper::step(std::span<const gpu::StepItem>
   const bool run_decode = !to_decode.empty() || !imports.empty();
   std::vector<gpu::SampledToken> from_prefill, from_decode;
   std::exception_ptr failure;
-  bool lost = false;
+  // The error the Generator sees: a lost worker first (it waits for it),
+  // then a sequence not found (both replay), else the first.
+  int rank = 0;
   auto note = [&](std::exception_ptr e) {
+    int r = 1;
     try {
       std::rethrow_exception(e);
     } catch (const Error& x) {
-      if (x.kind() == ErrorKind::kPeerLost && !lost) {
-        lost = true;
-        failure = e;  // the one that makes the Generator wait for the worker
-      }
+      r = x.kind() == ErrorKind::kPeerLost ? 3 : x.kind() == ErrorKind::kNotFound ? 2 : 1;
     } catch (...) {
     }
-    if (!failure) failure = e;
+    if (r > rank) {
+      rank = r;
+      failure = e;
+    }
   };
   // Both are started before either is awaited, so the workers run at once.
   try {
@@ -99,6 +124,7 @@ std::vector<gpu::SampledToken> SplitStepper::step(std::span<const gpu::StepItem>
     try {
       prefill_.finish();  // a begun step is collected whatever happened to the other
     } catch (...) {
+      note(std::current_exception());
     }
   }
   if (decode_begun) {
@@ -136,8 +162,20 @@ void SplitStepper::release(uint64_t sequence) {
 }
 
 void SplitStepper::idle() {
-  prefill_.idle();
+  std::exception_ptr e;
+  try {
+    prefill_.idle();
+  } catch (...) {
+    e = std::current_exception();
+  }
   decode_.idle();
+  if (e) std::rethrow_exception(e);
+  // Files that a worker wrote after its step was given up (it was thought
+  // lost) are read by nobody.
+  if (std::chrono::steady_clock::now() >= next_sweep_) {
+    sweep(std::chrono::seconds(60));
+    next_sweep_ = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  }
 }
 
 bool SplitStepper::wait_ready(std::chrono::steady_clock::time_point deadline) {

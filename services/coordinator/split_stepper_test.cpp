@@ -6,6 +6,7 @@
 #include "services/coordinator/split_stepper.h"
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -133,8 +134,12 @@ TEST_F(SplitStepperTest, MatchesOneWorkerAndHandsEachPromptOverOnce) {
   const std::vector<GenerationResult> alone = run_all(both);
   Worker prefill(*model_), decode(*model_);
   std::vector<GenerationResult> split;
+  // A transfer file a killed coordinator left is removed at start.
+  { std::ofstream(run_->file("sequence-1-7.0.kv")) << "stale"; }
+  ASSERT_EQ(transfer_files(), 1u);
   {
     SplitStepper st(prefill, decode, run_->path());
+    EXPECT_EQ(transfer_files(), 0u);
     split = run_all(st);
     EXPECT_EQ(st.handoffs(), alone.size());
   }

@@ -94,9 +94,19 @@ void answer(const RingMessage& m, ExpertCompute& compute, std::mutex& compute_mu
 
 namespace {
 
-// Sends the kReady result that tells a requester this worker serves its slice.
-void announce_ready(RingWriter& out, const ExpertCompute& compute, const WorkerOptions& o) {
-  std::span<std::byte> slot = out.reserve(deadline_in(seconds(30)));
+// Sends the kReady result that tells a requester this worker serves its
+// slice. A requester that is gone with its response ring full does not get
+// it (nor needs it: its successor takes results without one), and does not
+// stop the worker serving the others.
+void announce_ready(size_t link, RingWriter& out, const ExpertCompute& compute, const WorkerOptions& o) {
+  std::span<std::byte> slot;
+  try {
+    slot = out.reserve(deadline_in(seconds(1)));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kPeerLost && e.kind() != ErrorKind::kTimeout) throw;
+    spdlog::info("requester {} not told that this worker is ready: {}", link, e.what());
+    return;
+  }
   ResultHeader r;
   r.kind = ResultKind::kReady;
   r.worker = o.worker;
@@ -117,6 +127,7 @@ struct Served {
 // `compute_mu`: requesters take turns on the thread pool.
 void serve_link(size_t link, RingReader& in, RingWriter& out, ExpertCompute& compute, std::mutex& compute_mu,
                 const WorkerOptions& o, std::atomic<bool>& quit, Served& served) {
+  announce_ready(link, out, compute, o);
   while (!quit.load()) {
     std::optional<RingMessage> m;
     try {
@@ -192,7 +203,6 @@ int run_expert_worker(const WorkerOptions& o, kernels::CpuIsa isa, const std::at
     hold_for_debugger(fmt::format("expert worker {}", o.worker), stop);
     if (stop) return 0;
   }
-  for (RingWriter& out : outs) announce_ready(out, compute, o);
   if (!o.ready_file.empty()) write_pid_file(o.ready_file);
   spdlog::info("serving expert slice F[{}, {}) of {} experts x {} layers from {} to {} requester(s) ({} threads, {} "
                "kernels, up to {} tokens a message); ready in {:.0f} ms",

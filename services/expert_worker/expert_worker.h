@@ -5,7 +5,7 @@
 // per requester: read a chunk of tokens, compute this worker's partial sums
 // (expert_compute.h), write them back. Each pair has its own receiving
 // thread (the first is the main thread); they take turns on the one thread
-// pool, so a requester waits for the other's chunk at most.
+// pool (under a mutex, not strictly in arrival order).
 //
 // After attaching it sends a kReady result naming its slice, so the requester
 // knows it is serving. A dead requester is not an error: the worker waits

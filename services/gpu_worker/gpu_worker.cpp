@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 
 #include <capnp/message.h>
@@ -32,8 +33,21 @@ enum class Served { kCoordinatorLost, kShutdown, kStopped };
 // Runs one request; throws only for the control plane (the coordinator is
 // gone or not reading) or, after answering, for a step that broke the
 // expert links (`fatal` set).
+// A transfer file must be a *.kv file directly in the run directory.
+void check_transfer_paths(const DecodedStep& step, const std::string& run_dir) {
+  std::filesystem::path dir = std::filesystem::path(run_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // a trailing '/'
+  for (const auto* list : {&step.imports, &step.exports})
+    for (const SequenceTransfer& t : *list) {
+      const std::filesystem::path p = std::filesystem::path(t.path).lexically_normal();
+      if (p.parent_path() != dir || p.extension() != ".kv")
+        fail_invalid("sequence {}: transfer file {} is not a .kv file in the run directory {}", t.sequence, t.path,
+                     run_dir);
+    }
+}
+
 std::optional<Served> handle(control::ControlClient& client, StepRunner& runner, const control::DecodedFrame& frame,
-                             bool& fatal) {
+                             const std::string& run_dir, bool& fatal) {
   auto env = frame.envelope();
   if (env.which() == proto::Envelope::SHUTDOWN) {
     spdlog::info("told to stop: {}", env.getShutdown().getReason().cStr());
@@ -48,11 +62,16 @@ std::optional<Served> handle(control::ControlClient& client, StepRunner& runner,
   DecodedStep step;
   try {
     step = decode_step_request(env.getStepRequest());
+    check_transfer_paths(step, run_dir);
   } catch (const Error& e) {
+    // The ended sequences go even so: the coordinator will not name them again.
+    for (uint64_t s : env.getStepRequest().getRelease()) runner.release(s);
     client.send_error(rid, e.kind(), e.what());
     return std::nullopt;
   }
   for (uint64_t s : step.release) runner.release(s);
+  std::vector<std::string> exported;  // removed if the reply cannot be sent
+  for (const SequenceTransfer& t : step.exports) exported.push_back(t.path);
   std::vector<SampledToken> out;
   bool told_to_stop = false;
   if (!step.items.empty() || !step.imports.empty() || !step.exports.empty()) {
@@ -83,19 +102,29 @@ std::optional<Served> handle(control::ControlClient& client, StepRunner& runner,
   }
   capnp::MallocMessageBuilder b;
   encode_step_reply(b.initRoot<proto::Envelope>().initStepReply(), out);
-  client.reply(rid, b);
+  try {
+    client.reply(rid, b);
+  } catch (...) {
+    // The coordinator is gone: nobody will import what this step exported.
+    for (const std::string& path : exported) {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+    throw;
+  }
   if (told_to_stop) return Served::kShutdown;
   return std::nullopt;
 }
 
 // Answers steps until the coordinator is lost or says stop.
-Served serve(control::ControlClient& client, StepRunner& runner, const std::atomic<bool>& stop) {
+Served serve(control::ControlClient& client, StepRunner& runner, const std::string& run_dir,
+             const std::atomic<bool>& stop) {
   while (!stop.load()) {
     bool fatal = false;
     try {
       std::optional<control::DecodedFrame> frame = client.poll(milliseconds(100));
       if (!frame) continue;
-      if (std::optional<Served> end = handle(client, runner, *frame, fatal)) return *end;
+      if (std::optional<Served> end = handle(client, runner, *frame, run_dir, fatal)) return *end;
     } catch (const Error& e) {
       if (fatal) throw;
       spdlog::warn("coordinator lost: {}", e.what());
@@ -136,7 +165,7 @@ int run_gpu_worker(const GpuWorkerOptions& o, zmq::context_t& context, const std
     client->set_state(proto::PeerState::READY);
     if (first && !o.ready_file.empty()) write_pid_file(o.ready_file);
     first = false;
-    const Served why = serve(*client, runner, stop);
+    const Served why = serve(*client, runner, o.run_dir, stop);
     if (why != Served::kCoordinatorLost) return 0;
     // Its sequences are gone with it; the next coordinator starts afresh.
     runner.clear();

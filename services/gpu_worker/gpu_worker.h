@@ -28,6 +28,7 @@ struct GpuWorkerOptions {
   std::vector<ExpertLinkPaths> experts;  // one pair of rings per expert worker
   control::CoordinatorLink coordinator;
   uint32_t index = 0;
+  std::string run_dir;        // where sequence transfer files may be (prefill/decode handoffs)
   std::string role = "both";  // both, prefill or decode (sent in the Hello's capabilities)
   std::string ready_file;  // once joined, this process's pid is written there
   bool hold = false;       // wait for a debugger before joining

@@ -67,6 +67,7 @@ tandem::gpu::GpuWorkerOptions parse(int argc, char** argv) {
   if (rings.empty()) rings = run_dir + "/experts";
   for (int w = 0; w < experts; ++w)
     o.experts.push_back({fmt::format("{}-{}.req", rings, w), fmt::format("{}-{}.res", rings, w)});
+  o.run_dir = run_dir;
   o.coordinator.endpoint = "ipc://" + run_dir + "/control.sock";
   o.coordinator.pid_file = run_dir + "/coordinator-0.ready";
   return o;

@@ -28,8 +28,8 @@ void write_sequence_file(const std::string& path, const engine::KvCache& cache, 
   if (int64_t(history.size()) != n)
     fail(ErrorKind::kInternal, "{}: a history of {} tokens for a cache of {}", path, history.size(), n);
   const size_t bytes = file_bytes(n_layers, cache.k_width(), cache.v_width(), n);
+  FileDescriptor fd = create_shared_file(path, bytes, true);  // exclusive: another's file stays
   try {
-    FileDescriptor fd = create_shared_file(path, bytes, true);
     Mapping m = Mapping::map_shared(fd.get(), bytes, Access::kReadWrite, path);
     std::byte* at = m.data();
     SequenceFileHeader h{};

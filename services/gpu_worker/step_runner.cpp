@@ -44,17 +44,28 @@ void StepRunner::Sequence::export_to(const engine::Model& m, const std::string& 
 std::vector<SampledToken> StepRunner::finish() {
   StepCall call = std::move(call_);
   call_ = {};
+  // A handoff that fails (a full /dev/shm, a bad file) is kNotFound: the
+  // coordinator replays the sequences from position 0, and this worker, whose
+  // expert links are fine, keeps serving.
   for (const SequenceTransfer& t : call.imports) {
     validate(t.params, t.sequence, 1);
     auto s = std::make_unique<Sequence>(model_, t.params);
-    s->import_from(model_, t.path);
+    try {
+      s->import_from(model_, t.path);
+    } catch (const Error& e) {
+      fail(ErrorKind::kNotFound, "sequence {} could not be taken over: {}", t.sequence, e.what());
+    }
     seqs_[t.sequence] = std::move(s);
   }
   std::vector<SampledToken> out = run(call.items);
   for (const SequenceTransfer& t : call.exports) {
     auto f = seqs_.find(t.sequence);
     if (f == seqs_.end()) fail(ErrorKind::kNotFound, "sequence {} is not open here: nothing to export", t.sequence);
-    f->second->export_to(model_, t.path);
+    try {
+      f->second->export_to(model_, t.path);
+    } catch (const Error& e) {
+      fail(ErrorKind::kNotFound, "sequence {} could not be handed over: {}", t.sequence, e.what());
+    }
     seqs_.erase(f);
   }
   return out;
