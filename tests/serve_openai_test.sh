@@ -106,7 +106,10 @@ assert [p["state"] for p in experts] == ["ready"] * 3, experts
 assert r["arena"].endswith("arena.1") and not os.path.exists(r["run_dir"] + "/arena"), r["arena"]
 print("scaled to 3 expert workers during 6 requests; arena", r["arena"])
 '
-grep -h "replaying" "$base"/run-*/coordinator-0.log | tail -1 || true
+grep -h "replaying\|sending the step again" "$base"/run-*/coordinator-0.log | tail -2 || true
+# The gpu worker restarted under the 8 streams took its predecessor's
+# sequences over from their KV files (no replay).
+grep -h "took over" "$base"/run-*/gpu-0.log | head -1 || { echo "the restarted gpu worker adopted nothing"; exit 1; }
 
 # tandem stop: the launcher stops cleanly (exit 0) and takes its run with it
 # (keeping the logs of a run whose processes died).

@@ -55,9 +55,15 @@ coordinator=$(pids_of coordinator:0)
 cp "$(dirname "$0")/npm/openai_client.mjs" "$modules/../openai_client.mjs"
 node "$modules/../openai_client.mjs" "http://127.0.0.1:$port/v1" "" "$victims" "$coordinator" ||
   { tail -20 "$work/serve.log"; for f in "$base"/run-*/*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
-# Every handoff file was read or removed, the coordinator's kill included.
-kv=$(find "$base" -name '*.kv' | head -3)
-[[ -z "$kv" ]] || { echo "transfer files left: $kv"; exit 1; }
+# Every handoff file (sequence-*.kv) was read or removed, the coordinator's
+# kill included, and the gpu workers' KV files (kv-g*.kv) went with their
+# ended sequences (the releases reach the workers within the idle tick).
+for _ in $(seq 1 30); do
+  kv=$(find "$base" -name '*.kv' | head -3)
+  [[ -z "$kv" ]] && break
+  sleep 0.1
+done
+[[ -z "$kv" ]] || { echo "files left: $kv"; exit 1; }
 handoffs=$(curl -s "http://127.0.0.1:$port/metrics" | grep '^tandem_sequence_handoffs_total' | grep -o '[0-9]*$')
 [[ "${handoffs:-0}" -ge 1 ]] || { echo "no prompt was handed over (handoffs '$handoffs')"; exit 1; }
 echo "handoffs since the coordinator restart: $handoffs"

@@ -4,7 +4,7 @@
 
 namespace tandem::engine {
 
-KvCache::KvCache(const ModelConfig& c, int64_t max_positions) : capacity_(max_positions) {
+void KvCache::set_widths(const ModelConfig& c) {
   if (c.mla) {
     k_width_ = int64_t(c.mla->kv_lora_rank) + c.mla->qk_rope_head_dim;
     v_width_ = 0;
@@ -12,12 +12,27 @@ KvCache::KvCache(const ModelConfig& c, int64_t max_positions) : capacity_(max_po
     k_width_ = int64_t(c.n_kv_heads) * c.head_dim;
     v_width_ = int64_t(c.n_kv_heads) * c.v_head_dim;
   }
-  k_.resize(c.n_layers);
-  v_.resize(c.n_layers);
-  for (uint32_t l = 0; l < c.n_layers; ++l) {
-    k_[l].resize(size_t(k_width_ * capacity_));
-    v_[l].resize(size_t(v_width_ * capacity_));
-  }
+  layer_floats_ = (k_width_ + v_width_) * capacity_;
+}
+
+size_t KvCache::floats_for(const ModelConfig& c, int64_t max_positions) {
+  KvCache probe(c, 0);
+  return size_t(probe.k_width_ + probe.v_width_) * size_t(max_positions) * c.n_layers;
+}
+
+KvCache::KvCache(const ModelConfig& c, int64_t max_positions) : capacity_(max_positions) {
+  set_widths(c);
+  own_.resize(size_t(layer_floats_) * c.n_layers);
+  base_ = own_.data();
+}
+
+KvCache::KvCache(const ModelConfig& c, int64_t max_positions, std::span<float> storage, int64_t size)
+    : size_(size), capacity_(max_positions) {
+  set_widths(c);
+  if (storage.size() < size_t(layer_floats_) * c.n_layers || size < 0 || size > max_positions)
+    throw Error(ErrorKind::kInternal, fmt::format("a cache of {} positions over {} floats holding {}", max_positions,
+                                                  storage.size(), size));
+  base_ = storage.data();
 }
 
 void KvCache::truncate(int64_t pos) {

@@ -200,6 +200,13 @@ bool Generator::recover(std::vector<std::shared_ptr<Request>>& running, const st
       }
     }
   }
+  if (e && e->kind() == ErrorKind::kPeerLost) {
+    // The new worker may hold the sequences already (adopted from the lost
+    // one's KV files): the step is sent again as it was; if it does not, it
+    // says kNotFound and they are replayed.
+    spdlog::warn("sending the step again to the new gpu worker ({} running sequence(s))", running.size());
+    return true;
+  }
   spdlog::warn("replaying {} running sequence(s) into the gpu worker", running.size());
   for (auto& r : running) r->seq.replay();
   return true;

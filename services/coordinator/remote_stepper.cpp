@@ -23,7 +23,8 @@ bool RemoteStepper::accept(control::ServerEvent& ev) {
       spdlog::info("gpu worker {} joined", control::to_string(ev.peer));
       worker_ = ev.peer;
       has_worker_ = true;
-      releases_.clear();  // a new worker holds no sequences
+      // Releases are kept: the new worker may have adopted those sequences'
+      // KV files, which the releases remove.
       break;
     case control::ServerEvent::Kind::kLost:
     case control::ServerEvent::Kind::kDying:

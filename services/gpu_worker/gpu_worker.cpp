@@ -70,6 +70,7 @@ std::optional<Served> handle(control::ControlClient& client, StepRunner& runner,
     return std::nullopt;
   }
   for (uint64_t s : step.release) runner.release(s);
+  const uint64_t adopted_before = runner.adopted();
   std::vector<std::string> exported;  // removed if the reply cannot be sent
   for (const SequenceTransfer& t : step.exports) exported.push_back(t.path);
   std::vector<SampledToken> out;
@@ -93,13 +94,15 @@ std::optional<Served> handle(control::ControlClient& client, StepRunner& runner,
       out = done.get();
     } catch (const Error& e) {
       client.send_error(rid, e.kind(), e.what());
-      if (e.kind() == ErrorKind::kInvalidInput || e.kind() == ErrorKind::kNotFound) return std::nullopt;
+      if (!runner.forward_failed()) return std::nullopt;  // the expert links are fine
       spdlog::error("step failed: {}; exiting to be restarted with fresh expert links", e.what());
       client.send_dying(e.what(), e.kind());
       fatal = true;
       throw;
     }
   }
+  if (runner.adopted() != adopted_before)
+    spdlog::info("took over {} sequence(s) from a predecessor's KV files", runner.adopted() - adopted_before);
   capnp::MallocMessageBuilder b;
   encode_step_reply(b.initRoot<proto::Envelope>().initStepReply(), out);
   try {
@@ -162,6 +165,9 @@ int run_gpu_worker(const GpuWorkerOptions& o, zmq::context_t& context, const std
   for (;;) {
     std::optional<control::ControlClient> client = control::join_coordinator(context, o.coordinator, co, stop);
     if (!client) return 0;
+    // Sequences live in KV files of the run directory: a successor of this
+    // process adopts them (the coordinator sends the lost step again).
+    runner.persist(KvPersistence{fmt::format("{}/kv-g{}-", o.run_dir, o.index), client->server_process()});
     client->set_state(proto::PeerState::READY);
     if (first && !o.ready_file.empty()) write_pid_file(o.ready_file);
     first = false;

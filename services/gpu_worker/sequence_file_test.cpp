@@ -1,7 +1,10 @@
-// Sequence files (a prefill worker's handoff to the decode worker): a cache
+// Sequence files (a prefill worker's handoff to the decode worker) and KV
+// files (a gpu worker's sequences, adopted by its successor): a cache
 // and its history come back bit for bit, the file is gone after the read,
 // and files that do not fit the reader's model are refused with the cause.
 #include "services/gpu_worker/sequence_file.h"
+
+#include "services/gpu_worker/kv_file.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/shm/process.h"
 #include "common/shm/run_dir.h"
 #include "tools/gen_model/gen_model.h"
 
@@ -93,6 +97,51 @@ TEST(SequenceFile, RefusesFilesThatDoNotFitTheReader) {
   // The writer never overwrites: a name in use is an error.
   write();
   EXPECT_EQ(kind_of(write), ErrorKind::kSystem);
+}
+
+// KV files (kv_file.h): what one worker committed, its successor adopts —
+// only for the same coordinator, sequence and model.
+TEST(KvFile, AdoptsTheCommittedStateAndRefusesOthersFiles) {
+  RunDirectory run = RunDirectory::create();
+  const ModelConfig c = genmodel::preset_config(Arch::kQwen3Moe, "tiny");
+  const ProcessId me = self_process(), other{me.pid, me.start_ticks + 1};
+  SequenceParams p;
+  p.capacity = 12;
+  p.top_logprobs = 3;
+  p.sampling.temperature = 0.7f;
+  p.sampling.seed = 99;
+  const std::string path = run.file("kv-g0-5.kv");
+  {
+    KvFile f = KvFile::create(path, c, 5, p, me);
+    engine::KvCache cache = f.cache(c, 0);
+    fill(cache, c.n_layers, 7, 2.5f);
+    for (uint32_t t = 0; t < 7; ++t) f.history()[t] = 100 + t;
+    f.commit(7);
+  }
+  EXPECT_EQ(KvFile::owner(path), me);
+  std::optional<KvFile> a = KvFile::adopt(path, c, 5, me);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->committed(), 7);
+  EXPECT_EQ(a->params().top_logprobs, 3);
+  EXPECT_EQ(a->params().sampling.seed, 99u);
+  EXPECT_EQ(a->params().sampling.temperature, 0.7f);
+  EXPECT_EQ(a->history()[6], 106u);
+  engine::KvCache back = a->cache(c, 7);
+  engine::KvCache want(c, 12);
+  fill(want, c.n_layers, 7, 2.5f);
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    for (int64_t i = 0; i < back.k_width() * 7; ++i) ASSERT_EQ(back.k(l, 0)[i], want.k(l, 0)[i]);
+  a.reset();
+  // Another sequence id, then another coordinator: refused, and the file goes.
+  EXPECT_FALSE(KvFile::adopt(path, c, 6, me));
+  EXPECT_FALSE(std::filesystem::exists(path));
+  KvFile::create(path, c, 5, p, other);
+  EXPECT_FALSE(KvFile::adopt(path, c, 5, me));
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // Another model's.
+  KvFile::create(path, c, 5, p, me);
+  EXPECT_FALSE(KvFile::adopt(path, genmodel::preset_config(Arch::kDeepseekV3, "tiny"), 5, me));
+  EXPECT_FALSE(KvFile::adopt(path, c, 5, me));  // missing
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <unordered_set>
 
 #include "common/error.h"
@@ -41,21 +42,86 @@ void StepRunner::Sequence::export_to(const engine::Model& m, const std::string& 
   write_sequence_file(path, cache, m.config().n_layers, history);
 }
 
+void StepRunner::Sequence::commit() {
+  if (!file) return;
+  std::span<uint32_t> h = file->history();
+  const int64_t from = std::min(file->committed(), int64_t(history.size()));
+  std::copy(history.begin() + from, history.end(), h.begin() + from);
+  file->commit(cache.size());
+}
+
+std::unique_ptr<StepRunner::Sequence> StepRunner::open(uint64_t sequence, const SequenceParams& p) {
+  if (!persist_) return std::make_unique<Sequence>(model_, p);
+  return std::make_unique<Sequence>(model_, KvFile::create(path_of(sequence), model_.config(), sequence, p,
+                                                           persist_->coordinator), 0);
+}
+
+StepRunner::Sequence* StepRunner::find_at(uint64_t sequence, int64_t position) {
+  auto f = seqs_.find(sequence);
+  if (f == seqs_.end() && persist_) {
+    std::optional<KvFile> kv = KvFile::adopt(path_of(sequence), model_.config(), sequence, persist_->coordinator);
+    if (kv && kv->committed() >= position) {
+      auto s = std::make_unique<Sequence>(model_, std::move(*kv), position);
+      std::span<const uint32_t> h = s->file->history();
+      s->history.assign(h.begin(), h.begin() + position);
+      f = seqs_.emplace(sequence, std::move(s)).first;
+      ++adopted_;
+    }
+  }
+  if (f == seqs_.end()) return nullptr;
+  Sequence& s = *f->second;
+  if (s.cache.size() > position) {  // answered, but the answer was lost
+    s.cache.truncate(position);
+    s.history.resize(size_t(position));
+  }
+  return &s;
+}
+
+void StepRunner::release(uint64_t sequence) {
+  seqs_.erase(sequence);
+  if (persist_) {
+    std::error_code ec;
+    std::filesystem::remove(path_of(sequence), ec);  // also when held by a predecessor only
+  }
+}
+
+void StepRunner::clear() {
+  for (auto& [id, s] : seqs_)
+    if (s->file) s->file->remove();
+  seqs_.clear();
+}
+
+void StepRunner::persist(std::optional<KvPersistence> p) {
+  persist_ = std::move(p);
+  if (!persist_) return;
+  const std::filesystem::path prefix(persist_->prefix);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(prefix.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix.filename().string()) || e.path().extension() != ".kv") continue;
+    if (KvFile::owner(e.path().string()) == persist_->coordinator) continue;
+    std::error_code ec2;
+    std::filesystem::remove(e.path(), ec2);
+  }
+}
+
 std::vector<SampledToken> StepRunner::finish() {
   StepCall call = std::move(call_);
   call_ = {};
+  forward_failed_ = false;
   // A handoff that fails (a full /dev/shm, a bad file) is kNotFound: the
   // coordinator replays the sequences from position 0, and this worker, whose
   // expert links are fine, keeps serving.
   for (const SequenceTransfer& t : call.imports) {
     validate(t.params, t.sequence, 1);
-    auto s = std::make_unique<Sequence>(model_, t.params);
     try {
+      auto s = open(t.sequence, t.params);
       s->import_from(model_, t.path);
+      s->commit();
+      seqs_[t.sequence] = std::move(s);
     } catch (const Error& e) {
       fail(ErrorKind::kNotFound, "sequence {} could not be taken over: {}", t.sequence, e.what());
     }
-    seqs_[t.sequence] = std::move(s);
   }
   std::vector<SampledToken> out = run(call.items);
   for (const SequenceTransfer& t : call.exports) {
@@ -66,6 +132,7 @@ std::vector<SampledToken> StepRunner::finish() {
     } catch (const Error& e) {
       fail(ErrorKind::kNotFound, "sequence {} could not be handed over: {}", t.sequence, e.what());
     }
+    if (f->second->file) f->second->file->remove();
     seqs_.erase(f);
   }
   return out;
@@ -85,15 +152,15 @@ std::vector<SampledToken> StepRunner::run(std::span<const StepItem> items) {
       validate(*it.params, it.sequence, int64_t(it.tokens.size()));
       continue;
     }
-    auto f = seqs_.find(it.sequence);
-    if (f == seqs_.end())
+    Sequence* held = find_at(it.sequence, it.position);
+    if (!held)
       fail(ErrorKind::kNotFound, "sequence {} is not open here (position {} asked for)", it.sequence, it.position);
-    if (f->second->cache.size() != it.position)
-      fail(ErrorKind::kNotFound, "sequence {} holds {} tokens here, not {}", it.sequence,
-           f->second->cache.size(), it.position);
-    if (it.position + int64_t(it.tokens.size()) > f->second->cache.capacity())
+    if (held->cache.size() != it.position)
+      fail(ErrorKind::kNotFound, "sequence {} holds {} tokens here, not {}", it.sequence, held->cache.size(),
+           it.position);
+    if (it.position + int64_t(it.tokens.size()) > held->cache.capacity())
       fail_invalid("sequence {}: {} more tokens exceed its capacity of {}", it.sequence, it.tokens.size(),
-                   f->second->cache.capacity());
+                   held->cache.capacity());
   }
   std::vector<Sequence*> seqs;
   std::vector<engine::Model::Sequence> batch;
@@ -101,7 +168,7 @@ std::vector<SampledToken> StepRunner::run(std::span<const StepItem> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     const StepItem& it = items[i];
     auto& slot = seqs_[it.sequence];
-    if (it.position == 0) slot = std::make_unique<Sequence>(model_, *it.params);
+    if (it.position == 0) slot = open(it.sequence, *it.params);
     seqs.push_back(slot.get());
     if (!it.all_logits) {
       row[i] = batch.size();
@@ -117,11 +184,13 @@ std::vector<SampledToken> StepRunner::run(std::span<const StepItem> items) {
       if (items[i].all_logits) out[i].logits = model_.forward(items[i].tokens, seqs[i]->cache);
   } catch (...) {
     for (const StepItem& it : items) seqs_.erase(it.sequence);
+    forward_failed_ = true;
     throw;
   }
   for (size_t i = 0; i < items.size(); ++i) {
     Sequence& s = *seqs[i];
     s.history.insert(s.history.end(), items[i].tokens.begin(), items[i].tokens.end());
+    s.commit();
     if (!items[i].sample) continue;
     const std::span<const float> last = items[i].all_logits ? std::span<const float>(out[i].logits).last(V)
                                                             : std::span<const float>(logits).subspan(row[i] * V, V);
