@@ -73,6 +73,8 @@ StepRunner::Sequence* StepRunner::find_at(uint64_t sequence, int64_t position) {
   if (s.cache.size() > position) {  // answered, but the answer was lost
     s.cache.truncate(position);
     s.history.resize(size_t(position));
+    // The rows beyond are about to be rewritten: the file must not claim them.
+    if (s.file) s.file->commit(position);
   }
   return &s;
 }
