@@ -148,7 +148,8 @@ void ExpertGraph::scale(int n) {
     throw;
   }
   // 3. The loader and the gpu worker move over (not counted as restarts);
-  //    the coordinator replays its running requests into the new gpu worker.
+  //    the new gpu worker adopts the running sequences' KV files and the
+  //    coordinator sends its lost step again.
   std::vector<size_t> moved;
   {
     std::lock_guard lk(mu_);

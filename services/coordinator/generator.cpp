@@ -178,12 +178,16 @@ bool Generator::recover(std::vector<std::shared_ptr<Request>>& running, const st
     std::lock_guard lk(mu_);
     ++stats_.recoveries;
   }
-  if (++failed_steps_ > options_.max_recoveries) {
+  const auto* e = dynamic_cast<const Error*>(&why);
+  // A kNotFound answering the retry of a lost worker's step (the new worker
+  // could not adopt the sequences) is the same loss, not another one.
+  const bool same_loss = retrying_ && e && e->kind() == ErrorKind::kNotFound;
+  retrying_ = false;
+  if (!same_loss && ++failed_steps_ > options_.max_recoveries) {
     spdlog::error("giving up after {} replays without progress: {}", options_.max_recoveries, why.what());
     failed_steps_ = 0;  // the next requests get their own tries
     return false;
   }
-  const auto* e = dynamic_cast<const Error*>(&why);
   if (e && e->kind() == ErrorKind::kPeerLost) {
     spdlog::warn("the gpu worker was lost ({}); waiting for it to come back", why.what());
     const auto deadline = std::chrono::steady_clock::now() + options_.recovery_timeout;
@@ -205,6 +209,7 @@ bool Generator::recover(std::vector<std::shared_ptr<Request>>& running, const st
     // one's KV files): the step is sent again as it was; if it does not, it
     // says kNotFound and they are replayed.
     spdlog::warn("sending the step again to the new gpu worker ({} running sequence(s))", running.size());
+    retrying_ = true;
     return true;
   }
   spdlog::warn("replaying {} running sequence(s) into the gpu worker", running.size());
@@ -234,10 +239,12 @@ void Generator::step(std::vector<std::shared_ptr<Request>>& running) {
   try {
     sampled = stepper_.step(batch);
     failed_steps_ = 0;
+    retrying_ = false;
   } catch (const std::exception& ex) {
     const auto* e = dynamic_cast<const Error*>(&ex);
     const bool lost = e && (e->kind() == ErrorKind::kPeerLost || e->kind() == ErrorKind::kNotFound);
     if (lost && recover(running, ex)) return;
+    retrying_ = false;
     spdlog::error("a step of {} sequences failed: {}", batch.size(), ex.what());
     auto err = std::current_exception();
     std::vector<TokenEvent> none;

@@ -83,6 +83,7 @@ class Generator {
   gpu::Stepper& stepper_;
   uint64_t next_id_ = 1;
   int failed_steps_ = 0;  // consecutive recoveries without a successful step
+  bool retrying_ = false;  // the last step failed with kPeerLost and is being sent again
   const text::Tokenizer& tok_;
   GeneratorOptions options_;
   int64_t context_;

@@ -116,7 +116,7 @@ std::string OpenAiApi::metrics() const {
       "# HELP tandem_step_sequences_max The largest batch of sequences in one forward pass.\n"
       "# TYPE tandem_step_sequences_max gauge\n"
       "tandem_step_sequences_max {}\n"
-      "# HELP tandem_step_recoveries_total Times running requests were replayed into a restarted gpu worker.\n"
+      "# HELP tandem_step_recoveries_total Times a step failed for a lost gpu worker or a sequence it lacked (sent again, or replayed).\n"
       "# TYPE tandem_step_recoveries_total counter\n"
       "tandem_step_recoveries_total {}\n",
       requests_.load(), errors_.load(), cancelled_.load(), prompt_tokens_.load(), completion_tokens_.load(),

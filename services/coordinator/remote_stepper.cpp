@@ -20,6 +20,7 @@ bool RemoteStepper::accept(control::ServerEvent& ev) {
   switch (ev.kind) {
     case control::ServerEvent::Kind::kJoined:
       if (worker_ && worker_->epoch != ev.peer.epoch) lost_ = true;
+      requeue_releases();
       spdlog::info("gpu worker {} joined", control::to_string(ev.peer));
       worker_ = ev.peer;
       has_worker_ = true;
@@ -34,6 +35,7 @@ bool RemoteStepper::accept(control::ServerEvent& ev) {
         worker_.reset();
         has_worker_ = false;
         lost_ = true;
+        requeue_releases();
       }
       break;
     case control::ServerEvent::Kind::kMessage: {
@@ -45,6 +47,11 @@ bool RemoteStepper::accept(control::ServerEvent& ev) {
     }
   }
   return true;
+}
+
+void RemoteStepper::requeue_releases() {
+  releases_.insert(releases_.end(), unacked_releases_.begin(), unacked_releases_.end());
+  unacked_releases_.clear();
 }
 
 void RemoteStepper::pump(milliseconds timeout) {
@@ -85,6 +92,7 @@ void RemoteStepper::begin(gpu::StepCall call) {
     send_failure_ = Error(ErrorKind::kPeerLost, fmt::format("gpu worker {} cannot be reached: {}", index_, e.what()));
     return;
   }
+  unacked_releases_.insert(unacked_releases_.end(), releases_.begin(), releases_.end());
   releases_.clear();
 }
 
@@ -105,6 +113,9 @@ std::vector<gpu::SampledToken> RemoteStepper::finish() {
   const std::string to = control::to_string(in_flight_to_);
   for (;;) {
     if (reply_) {
+      // The worker reads its messages in order: everything sent before this
+      // step, releases included, has been handled.
+      unacked_releases_.clear();
       auto env = reply_->envelope();
       if (env.which() == proto::Envelope::ERROR) throw control::RemoteError(to, env.getError());
       if (env.which() != proto::Envelope::STEP_REPLY)
@@ -124,6 +135,7 @@ void RemoteStepper::idle() {
   capnp::MallocMessageBuilder b;
   gpu::encode_step_request(b.initRoot<proto::Envelope>().initStepRequest(), {}, releases_);
   server_.send_request(*worker_, b);  // a failure is logged by the caller; the releases go with the next try
+  unacked_releases_.insert(unacked_releases_.end(), releases_.begin(), releases_.end());
   releases_.clear();
 }
 

@@ -60,6 +60,10 @@ class RemoteStepper final : public gpu::TransferStepper {
   std::atomic<bool> has_worker_{false};
   bool lost_ = false;  // the worker of the step in flight was lost
   std::vector<uint64_t> releases_;
+  // Sent since the worker last answered: sent again to its successor (a
+  // release also removes the sequence's KV file, which the successor adopts).
+  std::vector<uint64_t> unacked_releases_;
+  void requeue_releases();
   std::string unreachable_;  // the last worker a send failed to, "role/index/epoch"
   std::chrono::steady_clock::time_point unreachable_since_{};
   // The step in flight: its request id (0: none), item count, worker, reply.

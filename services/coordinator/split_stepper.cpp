@@ -65,6 +65,8 @@ std::vector<gpu::SampledToken> SplitStepper::step(std::span<const gpu::StepItem>
     if (it.position == 0) {
       if (!it.params) fail_invalid("sequence {}: position 0 without sequence parameters", it.sequence);
       drop_pending(it.sequence);
+      auto old = seqs_.find(it.sequence);
+      if (old != seqs_.end() && old->second.phase == Phase::kDecode) decode_.release(it.sequence);  // replayed
       seqs_[it.sequence] = {Phase::kPrefill, *it.params};
     }
     auto s = seqs_.find(it.sequence);

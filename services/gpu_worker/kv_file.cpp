@@ -1,6 +1,7 @@
 #include "services/gpu_worker/kv_file.h"
 
 #include <atomic>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
@@ -49,11 +50,11 @@ KvFile KvFile::create(const std::string& path, const ModelConfig& c, uint64_t se
                       const ProcessId& coordinator) {
   remove_quietly(path);  // a predecessor's copy of this sequence (it is being reopened)
   const size_t bytes = file_bytes(c, params.capacity);
-  FileDescriptor fd = create_shared_file(path, bytes, true);
   KvFile f;
   f.path_ = path;
   f.params_ = params;
-  try {
+  try {  // the path is this call's now: a file half made (no space) goes
+    FileDescriptor fd = create_shared_file(path, bytes, true);
     f.map_ = Mapping::map_shared(fd.get(), bytes, Access::kReadWrite, path);
   } catch (...) {
     remove_quietly(path);
@@ -117,7 +118,8 @@ std::optional<KvFile> KvFile::adopt(const std::string& path, const ModelConfig& 
       else if (h->sequence != sequence) why = "another sequence's";
       else if (h->n_layers != c.n_layers || h->k_width != probe.k_width() || h->v_width != probe.v_width())
         why = "another model's";
-      else if (h->capacity < 1 || bytes != file_bytes(c, h->capacity)) why = "of the wrong size";
+      else if (h->capacity < 1 || h->capacity > INT32_MAX || bytes != file_bytes(c, h->capacity))
+        why = "of the wrong size";
       else if (h->committed.load(std::memory_order_acquire) > h->capacity) why = "committed beyond its capacity";
       else if (h->top_logprobs_plus_one > 21) why = "with bad parameters";
     }

@@ -73,9 +73,9 @@ StepRunner::Sequence* StepRunner::find_at(uint64_t sequence, int64_t position) {
   if (s.cache.size() > position) {  // answered, but the answer was lost
     s.cache.truncate(position);
     s.history.resize(size_t(position));
-    // The rows beyond are about to be rewritten: the file must not claim them.
-    if (s.file) s.file->commit(position);
   }
+  // The rows beyond are about to be rewritten: the file must not claim them.
+  if (s.file && s.file->committed() > position) s.file->commit(position);
   return &s;
 }
 
@@ -89,7 +89,7 @@ void StepRunner::release(uint64_t sequence) {
 
 void StepRunner::clear() {
   for (auto& [id, s] : seqs_)
-    if (s->file) s->file->remove();
+    if (s && s->file) s->file->remove();
   seqs_.clear();
 }
 
@@ -164,13 +164,17 @@ std::vector<SampledToken> StepRunner::run(std::span<const StepItem> items) {
       fail_invalid("sequence {}: {} more tokens exceed its capacity of {}", it.sequence, it.tokens.size(),
                    held->cache.capacity());
   }
+  // New sequences (their KV files may fail to be made) before any is stored.
+  std::vector<std::unique_ptr<Sequence>> fresh(items.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].position == 0) fresh[i] = open(items[i].sequence, *items[i].params);
   std::vector<Sequence*> seqs;
   std::vector<engine::Model::Sequence> batch;
   std::vector<size_t> row(items.size());  // an item's row in the batch (all_logits items run alone)
   for (size_t i = 0; i < items.size(); ++i) {
     const StepItem& it = items[i];
     auto& slot = seqs_[it.sequence];
-    if (it.position == 0) slot = open(it.sequence, *it.params);
+    if (fresh[i]) slot = std::move(fresh[i]);
     seqs.push_back(slot.get());
     if (!it.all_logits) {
       row[i] = batch.size();

@@ -62,6 +62,8 @@ class StepRunner final : public TransferStepper {
         : params(p), cache(m.new_cache(p.capacity)), sampler(p.sampling) {}
     Sequence(const engine::Model& m, KvFile f, int64_t size)
         : params(f.params()), file(std::move(f)), cache(file->cache(m.config(), size)), sampler(params.sampling) {}
+    Sequence(const Sequence&) = delete;  // the cache may point into `file`
+    Sequence& operator=(const Sequence&) = delete;
     void import_from(const engine::Model& m, const std::string& path);
     void export_to(const engine::Model& m, const std::string& path) const;
     // Writes the history to the file and commits the cache's positions.
