@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `--hold expert:1` (logits) and `--hold gpu:0` (serve): that process waits before its main loop and the launcher
+# `--hold expert:1` (logits), `--hold gpu:0` and `--split-roles --hold gpu:1` (serve): that process waits before its main loop and the launcher
 # prints the gdb command that attaches and releases it. The test runs that
 # exact command (in batch mode, passing the launcher's SIGTERM through) and
 # the request must then complete. Bad --hold targets are refused by name.
@@ -45,33 +45,38 @@ wait "$pid" || { cat "$work/err.log"; echo "tandem failed after the release"; ex
 pid=
 grep -q '"greedy":\[[0-9]' "$work/out.json" || { head -c 300 "$work/out.json"; echo "no logits"; exit 1; }
 
-# The same with `serve --hold gpu:0`: /health says "starting" while it is
-# held; once released through the printed command, a completion succeeds.
-TANDEM_RUN_BASE=$base "$tandem" serve --model "$model" --port 0 --expert-workers 2 --hold gpu:0 \
-  >"$work/serve.log" 2>&1 &
-pid=$!
-await_hold "$work/serve.log"
-sleep 0.5
-sock=$(ls "$base"/run-*/control.sock)
-port=
-for _ in $(seq 1 50); do
-  port=$(grep -o "listening on http://127.0.0.1:[0-9]*" "$base"/run-*/coordinator-0.log 2>/dev/null | grep -o '[0-9]*$' || true)
-  [[ -n "$port" ]] && break
-  sleep 0.1
+# The same with `serve --hold gpu:0`, and with `serve --split-roles --hold
+# gpu:1` (the prefill worker): /health says "starting" while it is held;
+# once released through the printed command, a completion succeeds.
+for hold in "gpu:0" "gpu:1 --split-roles"; do
+  target=${hold%% *}
+  # shellcheck disable=SC2086
+  TANDEM_RUN_BASE=$base "$tandem" serve --model "$model" --port 0 --expert-workers 2 --hold $hold \
+    >"$work/serve.log" 2>&1 &
+  pid=$!
+  await_hold "$work/serve.log"
+  sleep 0.5
+  sock=$(ls "$base"/run-*/control.sock)
+  port=
+  for _ in $(seq 1 50); do
+    port=$(grep -o "listening on http://127.0.0.1:[0-9]*" "$base"/run-*/coordinator-0.log 2>/dev/null | grep -o '[0-9]*$' || true)
+    [[ -n "$port" ]] && break
+    sleep 0.1
+  done
+  [[ -n "$port" && -S "$sock" ]] || { cat "$work/serve.log"; echo "no coordinator while $target is held"; exit 1; }
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health" || true)
+  [[ "$code" == 503 ]] || { echo "/health while $target is held: $code (want 503)"; exit 1; }
+  eval "timeout 120 gdb -batch -nx -ex 'handle SIGTERM nostop noprint pass' ${cmd#gdb }" >"$work/gdb-serve.log" 2>&1 &
+  gdbpid=$!
+  answer=$(curl -s -m 60 -H 'Content-Type: application/json' \
+    -d '{"prompt": "Hello", "max_tokens": 8, "temperature": 0}' "http://127.0.0.1:$port/v1/completions")
+  [[ "$answer" == *'"finish_reason":"length"'* ]] || { echo "after releasing $target: $answer"; exit 1; }
+  TANDEM_RUN_BASE=$base "$tandem" stop --timeout 20 >/dev/null
+  wait "$pid" || { tail -20 "$work/serve.log"; echo "serve failed after the release"; exit 1; }
+  pid=
+  wait "$gdbpid" || true
+  grep -q "exited normally\|exited with code" "$work/gdb-serve.log" || { cat "$work/gdb-serve.log"; echo "gdb did not run $target to its end"; exit 1; }
 done
-[[ -n "$port" && -S "$sock" ]] || { cat "$work/serve.log"; echo "no coordinator while gpu:0 is held"; exit 1; }
-code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health" || true)
-[[ "$code" == 503 ]] || { echo "/health while gpu:0 is held: $code (want 503)"; exit 1; }
-eval "timeout 120 gdb -batch -nx -ex 'handle SIGTERM nostop noprint pass' ${cmd#gdb }" >"$work/gdb-serve.log" 2>&1 &
-gdbpid=$!
-answer=$(curl -s -m 60 -H 'Content-Type: application/json' \
-  -d '{"prompt": "Hello", "max_tokens": 8, "temperature": 0}' "http://127.0.0.1:$port/v1/completions")
-[[ "$answer" == *'"finish_reason":"length"'* ]] || { echo "after releasing gpu:0: $answer"; exit 1; }
-TANDEM_RUN_BASE=$base "$tandem" stop --timeout 20 >/dev/null
-wait "$pid" || { tail -20 "$work/serve.log"; echo "serve failed after the release"; exit 1; }
-pid=
-wait "$gdbpid" || true
-grep -q "exited normally\|exited with code" "$work/gdb-serve.log" || { cat "$work/gdb-serve.log"; echo "gdb did not run the gpu worker to its end"; exit 1; }
 
 # Targets that do not exist are refused with the reason.
 for bad in coordinator:0 expert:2 loader:1 nonsense; do
