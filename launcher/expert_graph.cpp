@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/shm/process.h"
 #include "common/model/model_source.h"
 #include "common/ring/ring.h"
 #include "common/shm/numa.h"
@@ -250,12 +251,11 @@ std::vector<gpu::ExpertLinkPaths> ExpertGraph::create_rings(const std::string& p
 }
 
 void ExpertGraph::remove_rings(const std::string& prefix, int workers) const {
-  std::error_code ec;
   for (int r = 0; r < options_.requesters; ++r)
     for (int w = 0; w < workers; ++w) {
       const std::string p = requester_prefix(prefix, r);
-      std::filesystem::remove(fmt::format("{}-{}.req", p, w), ec);
-      std::filesystem::remove(fmt::format("{}-{}.res", p, w), ec);
+      remove_quietly(fmt::format("{}-{}.req", p, w));
+      remove_quietly(fmt::format("{}-{}.res", p, w));
     }
 }
 
@@ -274,8 +274,7 @@ pid_t ExpertGraph::spawn_expert(int w, const WorkerPlacement& place, const std::
   std::vector<std::string> argv = wargv;  // a restarted worker is not held again
   if (held) argv.push_back("--hold");
   std::lock_guard lk(mu_);
-  std::error_code ec;
-  std::filesystem::remove(ready, ec);  // a predecessor's (scale): not this one's
+  remove_quietly(ready);  // a predecessor's (scale): not this one's
   procs_.push_back({"expert", w, wargv, ready, ChildProcess::spawn(argv, run_.file(fmt::format("expert-{}.log", w))),
                     {}, {}, false});
   const pid_t pid = procs_.back().proc.pid();

@@ -7,6 +7,7 @@
 
 #include "common/arena/arena.h"
 #include "common/error.h"
+#include "common/shm/process.h"
 #include "launcher/expert_graph.h"
 #include "services/gpu_worker/remote_experts.h"
 
@@ -22,11 +23,6 @@ void set_flag(std::vector<std::string>& argv, const std::string& flag, const std
     }
   argv.push_back(flag);
   argv.push_back(value);
-}
-
-void remove_quietly(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::remove(path, ec);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -90,5 +91,10 @@ void write_file_whole(const std::string& path, const std::string& text) {
 void write_pid_file(const std::string& path) { write_file_whole(path, std::to_string(::getpid()) + "\n"); }
 
 void write_private_file(const std::string& path, const std::string& text) { write_new_file(path, O_EXCL, text); }
+
+void remove_quietly(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+}
 
 }  // namespace tandem

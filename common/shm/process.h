@@ -39,5 +39,8 @@ void write_pid_file(const std::string& path);
 // Creates `path` (exclusively, mode 0600, not following links) holding
 // `text`: a secret for another process of this user, e.g. an API key.
 void write_private_file(const std::string& path, const std::string& text);
+// Removes `path` if it is there; errors are ignored (clean-up of files that
+// may be gone already: rings, transfer and KV files).
+void remove_quietly(const std::string& path);
 
 }  // namespace tandem

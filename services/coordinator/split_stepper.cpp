@@ -10,17 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/shm/process.h"
 
 namespace tandem::coordinator {
-
-namespace {
-
-void remove_file(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::remove(path, ec);
-}
-
-}  // namespace
 
 SplitStepper::SplitStepper(gpu::TransferStepper& prefill, gpu::TransferStepper& decode, std::string transfer_dir)
     : prefill_(prefill), decode_(decode), dir_(std::move(transfer_dir)), name_(fmt::format("sequence-{}-", ::getpid())) {
@@ -39,18 +31,18 @@ void SplitStepper::sweep(std::chrono::seconds min_age) {
     const auto mtime = std::filesystem::last_write_time(e.path(), ec2);
     if (ec2 || now - mtime < min_age) continue;
     spdlog::info("removing {}, a transfer file no step will read", e.path().string());
-    remove_file(e.path().string());
+    remove_quietly(e.path().string());
   }
 }
 
 SplitStepper::~SplitStepper() {
-  for (const gpu::SequenceTransfer& t : pending_) remove_file(t.path);
+  for (const gpu::SequenceTransfer& t : pending_) remove_quietly(t.path);
 }
 
 void SplitStepper::drop_pending(uint64_t sequence) {
   std::erase_if(pending_, [&](const gpu::SequenceTransfer& t) {
     if (t.sequence != sequence) return false;
-    remove_file(t.path);
+    remove_quietly(t.path);
     return true;
   });
 }
@@ -139,8 +131,8 @@ std::vector<gpu::SampledToken> SplitStepper::step(std::span<const gpu::StepItem>
   if (failure) {
     // The Generator replays from position 0 (lost, not found) or ends these
     // requests: no transfer of this step is used.
-    for (const gpu::SequenceTransfer& t : imports) remove_file(t.path);
-    for (const gpu::SequenceTransfer& t : exports) remove_file(t.path);
+    for (const gpu::SequenceTransfer& t : imports) remove_quietly(t.path);
+    for (const gpu::SequenceTransfer& t : exports) remove_quietly(t.path);
     std::rethrow_exception(failure);
   }
   handoffs_ += imports.size();

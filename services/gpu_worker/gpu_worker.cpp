@@ -14,6 +14,7 @@
 #include "common/debug_hold.h"
 #include "common/engine/model.h"
 #include "common/error.h"
+#include "common/shm/process.h"
 #include "common/model/model_source.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "services/gpu_worker/step_message.h"
@@ -109,10 +110,7 @@ std::optional<Served> handle(control::ControlClient& client, StepRunner& runner,
     client.reply(rid, b);
   } catch (...) {
     // The coordinator is gone: nobody will import what this step exported.
-    for (const std::string& path : exported) {
-      std::error_code ec;
-      std::filesystem::remove(path, ec);
-    }
+    for (const std::string& path : exported) remove_quietly(path);
     throw;
   }
   if (told_to_stop) return Served::kShutdown;

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/shm/process.h"
 
 namespace tandem::gpu {
 
@@ -38,11 +39,6 @@ size_t file_bytes(const ModelConfig& c, int64_t capacity) {
 }
 
 Header* header(const Mapping& m) { return reinterpret_cast<Header*>(m.data()); }
-
-void remove_quietly(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::remove(path, ec);
-}
 
 }  // namespace
 

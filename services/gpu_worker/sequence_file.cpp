@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/shm/process.h"
 #include "common/shm/shm_file.h"
 
 namespace tandem::gpu {
@@ -51,8 +52,7 @@ void write_sequence_file(const std::string& path, const engine::KvCache& cache, 
       at += vb;
     }
   } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
+    remove_quietly(path);
     throw;
   }
 }
@@ -64,10 +64,7 @@ std::vector<uint32_t> read_sequence_file(const std::string& path, engine::KvCach
     fail(ErrorKind::kNotFound, "sequence file {} does not exist (its sender failed or it was read already)", path);
   struct Remove {
     const std::string& path;
-    ~Remove() {
-      std::error_code e;
-      std::filesystem::remove(path, e);
-    }
+    ~Remove() { remove_quietly(path); }
   } remove{path};
   FileDescriptor fd = open_shared_file(path, Access::kReadOnly);
   const uint64_t bytes = file_size(fd.get(), path);

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/shm/process.h"
 #include "services/gpu_worker/sequence_file.h"
 
 namespace tandem::gpu {
@@ -81,10 +82,7 @@ StepRunner::Sequence* StepRunner::find_at(uint64_t sequence, int64_t position) {
 
 void StepRunner::release(uint64_t sequence) {
   seqs_.erase(sequence);
-  if (persist_) {
-    std::error_code ec;
-    std::filesystem::remove(path_of(sequence), ec);  // also when held by a predecessor only
-  }
+  if (persist_) remove_quietly(path_of(sequence));  // also when held by a predecessor only
 }
 
 void StepRunner::clear() {
@@ -101,9 +99,7 @@ void StepRunner::persist(std::optional<KvPersistence> p) {
   for (const auto& e : std::filesystem::directory_iterator(prefix.parent_path(), ec)) {
     const std::string name = e.path().filename().string();
     if (!name.starts_with(prefix.filename().string()) || e.path().extension() != ".kv") continue;
-    if (KvFile::owner(e.path().string()) == persist_->coordinator) continue;
-    std::error_code ec2;
-    std::filesystem::remove(e.path(), ec2);
+    if (KvFile::owner(e.path().string()) != persist_->coordinator) remove_quietly(e.path().string());
   }
 }
 
