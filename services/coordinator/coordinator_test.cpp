@@ -17,6 +17,7 @@
 #include "common/model/model_source.h"
 #include "common/shm/run_dir.h"
 #include "common/text/tokenizer.h"
+#include "services/coordinator/generation_test_support.h"
 #include "services/coordinator/generator.h"
 #include "services/coordinator/http_server.h"
 #include "services/coordinator/openai_api.h"
@@ -29,26 +30,14 @@ namespace {
 class CoordinatorTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    run_ = new RunDirectory(RunDirectory::create());
-    genmodel::GenOptions o;
-    o.config = genmodel::preset_config(Arch::kQwen3Moe, "tiny");
-    o.dtype = DType::kQ8_0;
-    o.progress = false;
-    path_ = run_->file("model.gguf");
-    genmodel::generate(o, path_);
-    src_ = ModelSource::open(path_).release();
-    model_ = new engine::Model(*src_);
-    tok_ = new text::Tokenizer(text::Tokenizer::load(path_));
+    g_ = new testing::GeneratedModel(Arch::kQwen3Moe);
+    run_ = &g_->run;
+    model_ = g_->model.get();
+    tok_ = g_->tok.get();
   }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete model_;
-    delete src_;
-    delete run_;
-  }
+  static void TearDownTestSuite() { delete g_; }
+  static inline testing::GeneratedModel* g_ = nullptr;
   static inline RunDirectory* run_ = nullptr;
-  static inline std::string path_;
-  static inline ModelSource* src_ = nullptr;
   static inline engine::Model* model_ = nullptr;
   static inline text::Tokenizer* tok_ = nullptr;
 };
@@ -179,50 +168,32 @@ class ForgetfulStepper final : public gpu::Stepper {
 // Replay after a lost worker: requests (greedy and seeded, prompts in
 // chunks) end with exactly the tokens of an undisturbed run.
 TEST_F(CoordinatorTest, LostWorkerIsReplayedIntoAndRequestsKeepTheirTokens) {
-  std::vector<std::vector<uint32_t>> prompts;
-  std::vector<GenerationParams> params;
+  std::vector<testing::Job> jobs;
   for (int i = 0; i < 4; ++i) {
-    std::vector<uint32_t> pr;
-    for (int t = 0; t < 5 + 9 * i; ++t) pr.push_back(uint32_t(1 + (t * 53 + i * 7) % 200));
-    prompts.push_back(pr);
-    GenerationParams p;
-    p.max_tokens = 20;
-    p.top_logprobs = 2;
+    testing::Job& j = jobs.emplace_back();
+    for (int t = 0; t < 5 + 9 * i; ++t) j.prompt.push_back(uint32_t(1 + (t * 53 + i * 7) % 200));
+    j.params.max_tokens = 20;
+    j.params.top_logprobs = 2;
     if (i % 2) {
-      p.sampling.temperature = 0.9f;
-      p.sampling.seed = uint64_t(7 + i);
+      j.params.sampling.temperature = 0.9f;
+      j.params.sampling.seed = uint64_t(7 + i);
     }
-    params.push_back(p);
   }
   GeneratorOptions o;
   o.max_step_tokens = 6;
-  std::vector<GenerationResult> undisturbed(prompts.size()), replayed(prompts.size());
-  auto run_all = [&](gpu::Stepper& st, std::vector<GenerationResult>& out) {
-    Generator gen(st, *tok_, o);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < prompts.size(); ++i)
-      threads.emplace_back([&, i] { out[i] = gen.generate(prompts[i], params[i]); });
-    for (auto& t : threads) t.join();
-    return gen.stats();
-  };
+  std::vector<GenerationResult> undisturbed, replayed;
   gpu::StepRunner runner(*model_);
-  run_all(runner, undisturbed);
+  testing::run_concurrently(runner, *tok_, jobs, o, undisturbed);
   for (ErrorKind how : {ErrorKind::kPeerLost, ErrorKind::kNotFound}) {
     ForgetfulStepper flaky(*model_, {9, 25, 26}, how);  // mid-prefill, mid-decode, mid-replay
-    const GeneratorStats st = run_all(flaky, replayed);
+    const GeneratorStats st = testing::run_concurrently(flaky, *tok_, jobs, o, replayed);
     EXPECT_EQ(flaky.losses, 3);
     // A lost worker's step is first sent again (the new worker might hold
     // the sequences); this one does not, says kNotFound, and they replay.
     if (how == ErrorKind::kPeerLost) EXPECT_GT(st.recoveries, uint64_t(flaky.losses));
     else EXPECT_EQ(st.recoveries, uint64_t(flaky.losses));
     EXPECT_EQ(flaky.waits, how == ErrorKind::kPeerLost ? flaky.losses : 0);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(replayed[i].tokens, undisturbed[i].tokens) << "request " << i;
-      EXPECT_EQ(replayed[i].text, undisturbed[i].text) << "request " << i;
-      ASSERT_EQ(replayed[i].events.size(), undisturbed[i].events.size());
-      for (size_t k = 0; k < replayed[i].events.size(); ++k)
-        EXPECT_EQ(replayed[i].events[k].token.logprob, undisturbed[i].events[k].token.logprob);
-    }
+    testing::expect_same(replayed, undisturbed);
   }
   // A worker that never comes back: the requests fail with kPeerLost.
   struct Gone final : gpu::Stepper {
@@ -237,7 +208,7 @@ TEST_F(CoordinatorTest, LostWorkerIsReplayedIntoAndRequestsKeepTheirTokens) {
   } gone(*model_);
   Generator gen(gone, *tok_);
   try {
-    gen.generate(prompts[0], params[0]);
+    gen.generate(jobs[0].prompt, jobs[0].params);
     ADD_FAILURE() << "expected kPeerLost";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kPeerLost) << e.what();
@@ -288,49 +259,31 @@ class RestartingStepper final : public gpu::Stepper {
 };
 
 TEST_F(CoordinatorTest, ARestartedWorkerAdoptsTheKvFilesAndNothingIsReplayed) {
-  std::vector<std::vector<uint32_t>> prompts;
-  std::vector<GenerationParams> params;
+  std::vector<testing::Job> jobs;
   for (int i = 0; i < 4; ++i) {
-    std::vector<uint32_t> pr;
-    for (int t = 0; t < 5 + 9 * i; ++t) pr.push_back(uint32_t(1 + (t * 29 + i * 5) % 200));
-    prompts.push_back(pr);
-    GenerationParams p;
-    p.max_tokens = 16;
-    p.top_logprobs = 1;
-    p.sampling.repetition_penalty = 1.3f;  // the history must come back too
+    testing::Job& j = jobs.emplace_back();
+    for (int t = 0; t < 5 + 9 * i; ++t) j.prompt.push_back(uint32_t(1 + (t * 29 + i * 5) % 200));
+    j.params.max_tokens = 16;
+    j.params.top_logprobs = 1;
+    j.params.sampling.repetition_penalty = 1.3f;  // the history must come back too
     if (i % 2) {
-      p.sampling.temperature = 0.9f;
-      p.sampling.seed = uint64_t(3 + i);
+      j.params.sampling.temperature = 0.9f;
+      j.params.sampling.seed = uint64_t(3 + i);
     }
-    params.push_back(p);
   }
   GeneratorOptions o;
   o.max_step_tokens = 6;
-  auto run_all = [&](gpu::Stepper& st, std::vector<GenerationResult>& out) {
-    Generator gen(st, *tok_, o);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < prompts.size(); ++i)
-      threads.emplace_back([&, i] { out[i] = gen.generate(prompts[i], params[i]); });
-    for (auto& t : threads) t.join();
-    return gen.stats();
-  };
-  std::vector<GenerationResult> undisturbed(prompts.size()), restarted(prompts.size());
+  std::vector<GenerationResult> undisturbed, restarted;
   gpu::StepRunner runner(*model_);
-  run_all(runner, undisturbed);
+  testing::run_concurrently(runner, *tok_, jobs, o, undisturbed);
   const std::string prefix = run_->file("kv-test-");
   RestartingStepper flaky(*model_, prefix, {4, 11, 12, 20});  // mid-prefill, mid-decode, twice in a row
-  const GeneratorStats st = run_all(flaky, restarted);
+  const GeneratorStats st = testing::run_concurrently(flaky, *tok_, jobs, o, restarted);
   EXPECT_EQ(flaky.restarts, 4);
   EXPECT_EQ(st.recoveries, 4u);
   EXPECT_EQ(flaky.reopened, 0);  // no sequence started again
   EXPECT_GT(flaky.total_adopted(), 0u);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(restarted[i].tokens, undisturbed[i].tokens) << "request " << i;
-    EXPECT_EQ(restarted[i].text, undisturbed[i].text) << "request " << i;
-    ASSERT_EQ(restarted[i].events.size(), undisturbed[i].events.size());
-    for (size_t k = 0; k < restarted[i].events.size(); ++k)
-      EXPECT_EQ(restarted[i].events[k].token.logprob, undisturbed[i].events[k].token.logprob);
-  }
+  testing::expect_same(restarted, undisturbed);
   size_t left = 0;  // ended sequences take their files with them
   for (const auto& e : std::filesystem::directory_iterator(run_->path()))
     left += e.path().filename().string().starts_with("kv-test-");

@@ -16,6 +16,7 @@
 #include "common/model/model_source.h"
 #include "common/shm/run_dir.h"
 #include "common/text/tokenizer.h"
+#include "services/coordinator/generation_test_support.h"
 #include "services/coordinator/generator.h"
 #include "services/gpu_worker/step_runner.h"
 #include "tools/gen_model/gen_model.h"
@@ -66,65 +67,39 @@ class Worker final : public gpu::TransferStepper {
 class SplitStepperTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    run_ = new RunDirectory(RunDirectory::create());
-    genmodel::GenOptions o;
-    o.config = genmodel::preset_config(Arch::kDeepseekV3, "tiny");  // MLA: the latent cache moves
-    o.dtype = DType::kQ8_0;
-    o.progress = false;
-    path_ = run_->file("model.gguf");
-    genmodel::generate(o, path_);
-    src_ = ModelSource::open(path_).release();
-    model_ = new engine::Model(*src_);
-    tok_ = new text::Tokenizer(text::Tokenizer::load(path_));
+    g_ = new testing::GeneratedModel(Arch::kDeepseekV3);  // MLA: the latent cache moves
+    run_ = &g_->run;
+    model_ = g_->model.get();
+    tok_ = g_->tok.get();
   }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete model_;
-    delete src_;
-    delete run_;
-  }
+  static void TearDownTestSuite() { delete g_; }
   // Six requests at once: prompts of 3..38 tokens in chunks of 8, greedy
   // and seeded, with log-probabilities.
   static std::vector<GenerationResult> run_all(gpu::Stepper& st) {
+    std::vector<testing::Job> jobs(6);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      for (size_t t = 0; t < 3 + 7 * i; ++t) jobs[i].prompt.push_back(uint32_t(1 + (t * 41 + i * 13) % 200));
+      GenerationParams& p = jobs[i].params;
+      p.max_tokens = int(12 + 3 * i);
+      p.top_logprobs = 2;
+      if (i % 2) {
+        p.sampling.temperature = 0.9f;
+        p.sampling.seed = 50 + i;
+      }
+    }
     GeneratorOptions o;
     o.max_step_tokens = 8;
-    Generator gen(st, *tok_, o);
-    std::vector<GenerationResult> out(6);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < out.size(); ++i)
-      threads.emplace_back([&, i] {
-        std::vector<uint32_t> prompt;
-        for (size_t t = 0; t < 3 + 7 * i; ++t) prompt.push_back(uint32_t(1 + (t * 41 + i * 13) % 200));
-        GenerationParams p;
-        p.max_tokens = int(12 + 3 * i);
-        p.top_logprobs = 2;
-        if (i % 2) {
-          p.sampling.temperature = 0.9f;
-          p.sampling.seed = 50 + i;
-        }
-        out[i] = gen.generate(prompt, p);
-      });
-    for (auto& t : threads) t.join();
+    std::vector<GenerationResult> out;
+    testing::run_concurrently(st, *tok_, jobs, o, out);
     return out;
-  }
-  static void expect_same(const std::vector<GenerationResult>& a, const std::vector<GenerationResult>& b) {
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
-      EXPECT_EQ(a[i].text, b[i].text) << "request " << i;
-      ASSERT_EQ(a[i].events.size(), b[i].events.size());
-      for (size_t k = 0; k < a[i].events.size(); ++k)
-        EXPECT_EQ(a[i].events[k].token.logprob, b[i].events[k].token.logprob) << "request " << i << " token " << k;
-    }
   }
   static size_t transfer_files() {
     size_t n = 0;
     for (const auto& e : std::filesystem::directory_iterator(run_->path())) n += e.path().extension() == ".kv";
     return n;
   }
+  static inline testing::GeneratedModel* g_ = nullptr;
   static inline RunDirectory* run_ = nullptr;
-  static inline std::string path_;
-  static inline ModelSource* src_ = nullptr;
   static inline engine::Model* model_ = nullptr;
   static inline text::Tokenizer* tok_ = nullptr;
 };
@@ -143,7 +118,7 @@ TEST_F(SplitStepperTest, MatchesOneWorkerAndHandsEachPromptOverOnce) {
     split = run_all(st);
     EXPECT_EQ(st.handoffs(), alone.size());
   }
-  expect_same(split, alone);
+  testing::expect_same(split, alone);
   EXPECT_EQ(prefill.exports, alone.size());
   EXPECT_EQ(decode.imports, alone.size());
   // The decode worker got one token at a time, after a prompt; the prefill
@@ -176,7 +151,7 @@ TEST_F(SplitStepperTest, EitherWorkerLosingItsSequencesIsReplayedExactly) {
     }
     EXPECT_EQ(prefill.losses, 2);
     EXPECT_EQ(decode.losses, 2);
-    expect_same(split, alone);
+    testing::expect_same(split, alone);
     EXPECT_EQ(transfer_files(), 0u);
   }
 }
