@@ -131,7 +131,12 @@ ControlClient ControlClient::connect(zmq::context_t& context, const std::string&
       auto frame = decode_from_server(*parts, endpoint);
       if (!frame) continue;
       auto env = frame->envelope();
-      if (env.which() == proto::Envelope::REJECT) fail_rejected(endpoint, me, env.getReject());
+      // NOT_JOINED never answers a Hello: it answers a message that an
+      // earlier connection with this identity sent (a replaced epoch's last
+      // heartbeat, routed to us by identity), so it says nothing about ours.
+      if (env.which() == proto::Envelope::REJECT &&
+          env.getReject().getCode() != proto::RejectCode::NOT_JOINED)
+        fail_rejected(endpoint, me, env.getReject());
       if (env.which() != proto::Envelope::WELCOME) {
         spdlog::debug("control: ignored {} before the Welcome", message_name(env));
         continue;
