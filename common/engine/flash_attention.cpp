@@ -37,7 +37,7 @@ void attend(const AttentionRow& a) {
     const float* v = a.values + j * a.value_stride;
     // ggml_vec_mad_f16: one fused multiply-add in f32, then stored as fp16.
     for (int64_t i = 0; i < a.dv; ++i) acc[size_t(i)] = h(std::fma(v[i], vs, acc[size_t(i)]));
-    S = S * ms + vs;
+    S = std::fma(S, ms, vs);  // ggml's S*ms + vs, contracted by GCC
   }
   const float inv = 1.0f / S;
   for (int64_t i = 0; i < a.dv; ++i) a.out[i] = acc[size_t(i)] * inv;

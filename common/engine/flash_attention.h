@@ -4,6 +4,11 @@
 // an online softmax whose running value sum is kept in an fp16 buffer (fused
 // multiply-add, then fp16), divided by the softmax sum at the end. Matching it matters: the correctness fixtures are
 // llama.cpp's outputs, and fp16 rounding of attention is visible in logits.
+// ggml is built by GCC for the host CPU, whose default -ffp-contract=fast
+// fuses scalar a*b + c into one fma; this code is built for baseline x86-64,
+// so such sums are written as std::fma where ggml's are (the running softmax
+// sum here, the rotation in RoPE). One rounding more moves a value by an ulp,
+// which is enough to flip a later Q8 or fp16 rounding.
 #pragma once
 
 #include <cstdint>

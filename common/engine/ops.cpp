@@ -87,7 +87,7 @@ void Rope::fill(int64_t pos, float* cos, float* sin) const {
     if (yarn_) {
       const float y = (float(i0 / 2) - corr_lo_) / std::max(0.001f, corr_hi_ - corr_lo_);
       const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, y));  // ext_factor = 1
-      theta = theta * (1.0f - ramp) + theta_extrap * ramp;
+      theta = std::fma(theta, 1.0f - ramp, theta_extrap * ramp);  // contracted, as in ggml
       mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
     }
     cos[i0 / 2] = std::cos(theta) * mscale;
@@ -106,8 +106,10 @@ void Rope::apply(float* x, int64_t n_heads, int64_t stride, int64_t pos) const {
       const int64_t a = style_ == RopeStyle::kNeox ? i : 2 * i;
       const int64_t b = style_ == RopeStyle::kNeox ? i + half : 2 * i + 1;
       const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * cos[i] - x1 * sin[i];
-      v[b] = x0 * sin[i] + x1 * cos[i];
+      // ggml's x0*cos - x1*sin, as GCC contracts it on FMA machines: the
+      // first product is fused, the second rounded.
+      v[a] = std::fma(x0, cos[i], -(x1 * sin[i]));
+      v[b] = std::fma(x0, sin[i], x1 * cos[i]);
     }
   }
 }

@@ -175,6 +175,36 @@ float dot_q4_k(const uint8_t* w, const uint8_t* a, int64_t n) {
   return static_cast<float>(sum);
 }
 
+// The same dot as llama.cpp's repacked Q4_K GEMM (ggml_gemm_q4_K_8x8_q8_K)
+// sums it, for tokens it takes in groups of four: each 64-value chunk
+// (sub-blocks 2c, 2c+1) is scaled and added with its own fused multiply-add,
+// the mins likewise, and the two sums are subtracted at the end.
+float dot_q4_k_grouped(const uint8_t* w, const uint8_t* a, int64_t n) {
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += sizeof(BlockQ4_K), a += sizeof(BlockQ8_K)) {
+    const Q8KView x(a);
+    const uint8_t* qs = w + offsetof(BlockQ4_K, qs);
+    const uint8_t* scales = w + offsetof(BlockQ4_K, scales);
+    const float d = half_at(w + offsetof(BlockQ4_K, d)) * x.d;
+    const float dmin = half_at(w + offsetof(BlockQ4_K, dmin)) * x.d;
+    for (int c = 0; c < kQK_K / 64; ++c) {
+      int32_t isum = 0, imin = 0;
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * c + h;
+        uint8_t sc, m;
+        k4_scale_min(j, scales, &sc, &m);
+        int32_t s = 0;
+        for (int l = 0; l < 32; ++l) s += ((qs[32 * c + l] >> (4 * h)) & 0xF) * x.qs[32 * j + l];
+        isum += sc * s;
+        imin += m * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+      }
+      acc = std::fma(static_cast<float>(isum), d, acc);
+      acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
+    }
+  }
+  return acc - acc_min;
+}
+
 // ggml_vec_dot_q5_K_q8_K: as Q4_K, plus 16 for value l of sub-block 2c (2c+1)
 // when bit 2c (2c+1) of qh[l] is set.
 float dot_q5_k(const uint8_t* w, const uint8_t* a, int64_t n) {
@@ -413,11 +443,16 @@ void rows(const MatmulParams& p, const Plan& plan) {
   const auto* a_base =
       in_place ? reinterpret_cast<const uint8_t*>(p.x) : static_cast<const uint8_t*>(p.workspace);
   const size_t a_stride = in_place ? p.x_row_stride * sizeof(float) : plan.act_row;
+  // llama.cpp repacks Q4_K matrices whose row count is a multiple of 8 and
+  // multiplies whole groups of four tokens with its GEMM, the rest with its
+  // GEMV (which sums as dot_q4_k does).
+  const int64_t grouped =
+      plan.k.dot == dot_q4_k && p.rows % 8 == 0 ? p.n_tokens - p.n_tokens % 4 : 0;
   for (int64_t r = plan.row_begin; r < plan.row_end; ++r) {
     const uint8_t* wr = w == nullptr ? nullptr : w + static_cast<size_t>(r) * p.w_row_stride;
     for (int64_t t = 0; t < p.n_tokens; ++t) {
-      const float v =
-          p.cols == 0 ? 0.0f : plan.k.dot(wr, a_base + static_cast<size_t>(t) * a_stride, p.cols);
+      const RowDot dot = t < grouped ? dot_q4_k_grouped : plan.k.dot;
+      const float v = p.cols == 0 ? 0.0f : dot(wr, a_base + static_cast<size_t>(t) * a_stride, p.cols);
       float& out = p.y[static_cast<size_t>(t) * p.y_row_stride + static_cast<size_t>(r)];
       out = p.accumulate ? out + v : v;
     }
