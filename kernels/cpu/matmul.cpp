@@ -85,40 +85,41 @@ float dot_q8_0(const uint8_t* w, const uint8_t* a, int64_t n) {
 }
 
 // ggml_vec_dot_q4_0_q8_0: weights (nibble - 8); low nibbles are values 0-15,
-// high nibbles 16-31. Scaled as ggml: (sumi * d_w) * d_x.
+// high nibbles 16-31. On x86 the same 8 lanes as Q8_0, scaled d_w * d_x.
 float dot_q4_0(const uint8_t* w, const uint8_t* a, int64_t n) {
-  double sum = 0.0;
+  Lanes8 lanes;
   for (int64_t ib = 0; ib < n / kQK4_0; ++ib, w += sizeof(BlockQ4_0), a += sizeof(BlockQ8_0)) {
     const uint8_t* qw = w + offsetof(BlockQ4_0, qs);
     const auto* qa = reinterpret_cast<const int8_t*>(a + kQ8_0Qs);
-    int sumi = 0;
+    int32_t isum[8] = {};
     for (int j = 0; j < kQK4_0 / 2; ++j) {
-      sumi += ((qw[j] & 0xF) - 8) * qa[j];
-      sumi += ((qw[j] >> 4) - 8) * qa[j + kQK4_0 / 2];
+      isum[j / 4] += ((qw[j] & 0xF) - 8) * qa[j];
+      isum[(j + kQK4_0 / 2) / 4] += ((qw[j] >> 4) - 8) * qa[j + kQK4_0 / 2];
     }
-    sum += static_cast<float>(sumi) * half_at(w) * half_at(a);
+    lanes.fma_block(half_at(w) * half_at(a), isum);
   }
-  return static_cast<float>(sum);
+  return lanes.hsum();
 }
 
 // ggml_vec_dot_q5_0_q8_0: weights ((nibble | 5th bit << 4) - 16), the 5th bit
-// of value j being bit j of the little-endian qh. Scaled (d_w * d_x) * sumi.
+// of value j being bit j of the little-endian qh. On x86 the same 8 lanes as
+// Q8_0, scaled d_w * d_x.
 float dot_q5_0(const uint8_t* w, const uint8_t* a, int64_t n) {
-  double sum = 0.0;
+  Lanes8 lanes;
   for (int64_t ib = 0; ib < n / kQK5_0; ++ib, w += sizeof(BlockQ5_0), a += sizeof(BlockQ8_0)) {
     const uint32_t qh = load_unaligned<uint32_t>(w + offsetof(BlockQ5_0, qh));
     const uint8_t* qw = w + offsetof(BlockQ5_0, qs);
     const auto* qa = reinterpret_cast<const int8_t*>(a + kQ8_0Qs);
-    int sumi = 0;
+    int32_t isum[8] = {};
     for (int j = 0; j < kQK5_0 / 2; ++j) {
       const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
       const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      sumi += (((qw[j] & 0xF) | h0) - 16) * qa[j];
-      sumi += (((qw[j] >> 4) | h1) - 16) * qa[j + kQK5_0 / 2];
+      isum[j / 4] += (((qw[j] & 0xF) | h0) - 16) * qa[j];
+      isum[(j + kQK5_0 / 2) / 4] += (((qw[j] >> 4) | h1) - 16) * qa[j + kQK5_0 / 2];
     }
-    sum += (half_at(w) * half_at(a)) * static_cast<float>(sumi);
+    lanes.fma_block(half_at(w) * half_at(a), isum);
   }
-  return static_cast<float>(sum);
+  return lanes.hsum();
 }
 
 // ---- 256-value super-blocks against Q8_K activations ------------------------
