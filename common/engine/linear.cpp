@@ -1,12 +1,27 @@
 #include "common/engine/linear.h"
 
+#include <utility>
+
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/row_dot.h"
 
 namespace tandem::engine {
 
+namespace {
+
+// llama.cpp repacks Q4_K matrices whose row count is a multiple of 8 and
+// multiplies the first n - n % 4 tokens of a MUL_MAT with its GEMM, whose
+// sums we reproduce on request (kernels/cpu/matmul.h, q4_k_gemm_order).
+int64_t gemm_order_tokens(const MatrixView& w, int64_t n_tokens) {
+  if (w.dtype != DType::kQ4_K || w.f32_activations || w.rows % 8 != 0) return 0;
+  return n_tokens - n_tokens % 4;
+}
+
+}  // namespace
+
 void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                         bool accumulate) {
+  const int64_t gemm_tokens = gemm_order_tokens(w, n_tokens);
   if (isa_ != kernels::CpuIsa::kGeneric && !w.f32_activations &&
       kernels::row_dot_level(isa_, w.dtype) != kernels::CpuIsa::kGeneric) {
     const size_t row = kernels::row_dot_activation_bytes(w.dtype, w.cols);
@@ -24,15 +39,21 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
     p.w_row_stride = w.row_stride;
     p.rows = w.rows;
     p.cols = w.cols;
-    p.a = a;
     p.a_row_bytes = row;
-    p.n_tokens = n_tokens;
-    p.y = out;
     p.y_row_stride = size_t(w.rows);
     p.row_begin = 0;
     p.row_end = w.rows;
-    kernels::row_dot_check(p);
-    kernels::row_dot_for(isa_, w.dtype)(p);
+    const kernels::RowDotFn fn = kernels::row_dot_for(isa_, w.dtype);
+    // Tokens [0, gemm_tokens) in llama.cpp's GEMM order, the rest as usual.
+    for (const auto& [t0, t1] : {std::pair{int64_t{0}, gemm_tokens}, std::pair{gemm_tokens, n_tokens}}) {
+      if (t0 == t1) continue;
+      p.a = a + size_t(t0) * row;
+      p.n_tokens = t1 - t0;
+      p.y = out + size_t(t0) * size_t(w.rows);
+      p.q4_k_gemm_order = t0 < gemm_tokens;
+      kernels::row_dot_check(p);
+      fn(p);
+    }
     if (accumulate)
       for (size_t i = 0; i < sum_.size(); ++i) y[i] += sum_[i];
     return;
@@ -43,10 +64,7 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
   p.rows = w.rows;
   p.cols = w.cols;
   p.w_row_stride = w.row_stride;
-  p.x = x;
-  p.n_tokens = n_tokens;
   p.x_row_stride = size_t(w.cols);
-  p.y = y;
   p.y_row_stride = size_t(w.rows);
   p.accumulate = accumulate;
   p.f32_activations = w.f32_activations;
@@ -54,7 +72,14 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
   if (workspace_.size() < need) workspace_.resize(need);
   p.workspace = workspace_.data();
   p.workspace_bytes = workspace_.size();
-  kernels::matmul_generic(p);
+  for (const auto& [t0, t1] : {std::pair{int64_t{0}, gemm_tokens}, std::pair{gemm_tokens, n_tokens}}) {
+    if (t0 == t1) continue;
+    p.x = x + size_t(t0) * size_t(w.cols);
+    p.n_tokens = t1 - t0;
+    p.y = y + size_t(t0) * size_t(w.rows);
+    p.q4_k_gemm_order = t0 < gemm_tokens;
+    kernels::matmul_generic(p);
+  }
 }
 
 }  // namespace tandem::engine

@@ -3,8 +3,13 @@
 // At CpuIsa::kGeneric, through kernels/cpu's ggml-faithful matmul (the
 // reference); at a vector level, through that level's row-dot kernels where
 // it has one for the type (row_dot.h), else the reference. Matrices that keep
-// f32 activations (Hugging Face sources) always take the reference. The
-// engine owns the workspace; kernels never allocate.
+// f32 activations (Hugging Face sources) always take the reference. A Q4_K
+// matrix with a multiple of 8 rows sums the first n - n % 4 tokens in
+// llama.cpp's repacked-GEMM order (as llama.cpp's MUL_MAT does), so the
+// engine's prompts reproduce llama.cpp's roundings; callers that pass one
+// token at a time (the routed experts, like llama.cpp's MUL_MAT_ID) get the
+// per-super-block order. The engine owns the workspace; kernels never
+// allocate.
 #pragma once
 
 #include <cstdint>

@@ -444,15 +444,10 @@ void rows(const MatmulParams& p, const Plan& plan) {
   const auto* a_base =
       in_place ? reinterpret_cast<const uint8_t*>(p.x) : static_cast<const uint8_t*>(p.workspace);
   const size_t a_stride = in_place ? p.x_row_stride * sizeof(float) : plan.act_row;
-  // llama.cpp repacks Q4_K matrices whose row count is a multiple of 8 and
-  // multiplies whole groups of four tokens with its GEMM, the rest with its
-  // GEMV (which sums as dot_q4_k does).
-  const int64_t grouped =
-      plan.k.dot == dot_q4_k && p.rows % 8 == 0 ? p.n_tokens - p.n_tokens % 4 : 0;
+  const RowDot dot = p.q4_k_gemm_order && plan.k.dot == dot_q4_k ? dot_q4_k_grouped : plan.k.dot;
   for (int64_t r = plan.row_begin; r < plan.row_end; ++r) {
     const uint8_t* wr = w == nullptr ? nullptr : w + static_cast<size_t>(r) * p.w_row_stride;
     for (int64_t t = 0; t < p.n_tokens; ++t) {
-      const RowDot dot = t < grouped ? dot_q4_k_grouped : plan.k.dot;
       const float v = p.cols == 0 ? 0.0f : dot(wr, a_base + static_cast<size_t>(t) * a_stride, p.cols);
       float& out = p.y[static_cast<size_t>(t) * p.y_row_stride + static_cast<size_t>(r)];
       out = p.accumulate ? out + v : v;

@@ -21,13 +21,12 @@
 // bf16: vec_dot_bf16's dpbf16 pairs; Q8_0: 8 fma lanes; see f32_dot.h), so
 // results are llama.cpp's bit for bit there; the other block types
 // accumulate in double, within f32 summation rounding of llama.cpp. The same
-// order serves every token count, with one exception that llama.cpp makes:
-// it repacks Q4_K matrices (rows a multiple of 8) and multiplies the first
-// n - n % 4 of n tokens with a GEMM that adds each 64-value chunk with its
-// own fused multiply-add, so those tokens are summed that way here too (a
-// Q4_K prompt token's result depends on the prompt's length, as in
-// llama.cpp). Single tokens, and each token of matmul_rows_generic's callers
-// that pass one token at a time (the experts), take the per-super-block sum.
+// order serves every token count. One more order is on request
+// (q4_k_gemm_order): llama.cpp repacks Q4_K matrices whose row count is a
+// multiple of 8 and multiplies the first n - n % 4 of a MUL_MAT's n tokens
+// with a GEMM that adds each 64-value chunk with its own fused multiply-add
+// (the rest, and every MUL_MAT_ID row, with a GEMV that sums as the default
+// here). Which tokens those are is the caller's choice (engine/linear.h).
 //
 // The activation conversion is quantize_activations(): byte for byte what
 // ggml-cpu's x86 build feeds its dot products (Q8_0: the AVX quantiser,
@@ -83,6 +82,8 @@ struct MatmulParams {
   // so the result is the dequantised F32 matrix's. For sources whose
   // reference computes in f32 (Hugging Face checkpoints); needs no workspace.
   bool f32_activations = false;
+  // Q4_K weights only: sum as llama.cpp's repacked Q4_K GEMM does (above).
+  bool q4_k_gemm_order = false;
 };
 
 // Errors, all thrown before anything is read or written:

@@ -49,6 +49,10 @@ struct RowDotParams {
   // which the last rows' prefetches run on into (the up projection after
   // the gate one), so that call does not start cold. A hint only.
   const uint8_t* then_rows = nullptr;
+  // Q4_K only: sum each 64-value chunk with its own fma, as llama.cpp's
+  // repacked Q4_K GEMM (matmul.h's q4_k_gemm_order); the same result at
+  // every level.
+  bool q4_k_gemm_order = false;
 };
 
 using RowDotFn = void (*)(const RowDotParams&);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "common/error.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize.h"
 
 namespace tandem::kernels {
@@ -155,6 +157,71 @@ void check_level(CpuIsa isa, RowDotFn (*find)(DType)) {
 TEST(RowDot, Avx2MatchesGeneric) { check_level(CpuIsa::kAvx2, avx2::find); }
 TEST(RowDot, Avx512MatchesGeneric) { check_level(CpuIsa::kAvx512, avx512::find); }
 TEST(RowDot, Avx512Bf16MatchesGeneric) { check_level(CpuIsa::kAvx512Bf16, avx512bf16::find); }
+
+// llama.cpp's repacked Q4_K GEMM order (q4_k_gemm_order): every level gives
+// the generic result bit for bit (the same exact integer chunk sums and the
+// same scalar fma chain), and the generic one is the chunked sum written out
+// here from the dequantised blocks: per 64 values, sum_j sc_j * isum_j and
+// sum_j m_j * bsum_j, each added to its own f32 sum with one fma.
+TEST(RowDot, Q4KGemmOrderIsTheSameAtEveryLevelAndChunkedByHand) {
+  std::mt19937 rng(77);
+  for (int64_t cols : {256, 768}) {
+    const Problem p = make_problem(DType::kQ4_K, 13, cols, 5, rng);
+    std::vector<float> y_ref;
+    RowDotParams pr = params(p, y_ref, 0, p.rows);
+    pr.q4_k_gemm_order = true;
+    generic::find(DType::kQ4_K)(pr);
+    // By hand, from the blocks' fields.
+    for (int64_t r = 0; r < p.rows; ++r)
+      for (int64_t t = 0; t < p.tokens; ++t) {
+        const uint8_t* w = p.w.data() + size_t(r) * p.w_stride;
+        const uint8_t* a = p.a.data() + size_t(t) * p.a_stride;
+        float acc = 0, acc_min = 0;
+        for (int64_t b = 0; b < cols / 256; ++b) {
+          const uint8_t* wb = w + size_t(b) * sizeof(BlockQ4_K);
+          const uint8_t* ab = a + size_t(b) * sizeof(BlockQ8_K);
+          float dx;
+          std::memcpy(&dx, ab, 4);
+          uint16_t dh, mh;
+          std::memcpy(&dh, wb, 2);
+          std::memcpy(&mh, wb + 2, 2);
+          const auto* xq = reinterpret_cast<const int8_t*>(ab + offsetof(BlockQ8_K, qs));
+          for (int c = 0; c < 4; ++c) {
+            int32_t isum = 0, imin = 0;
+            for (int h = 0; h < 2; ++h) {
+              const int j = 2 * c + h;
+              uint8_t sc, m;
+              k4_scale_min(j, wb + offsetof(BlockQ4_K, scales), &sc, &m);
+              int32_t dot = 0, xs = 0;
+              for (int l = 0; l < 32; ++l) {
+                dot += ((wb[offsetof(BlockQ4_K, qs) + 32 * c + l] >> (4 * h)) & 0xF) * xq[32 * j + l];
+                xs += xq[32 * j + l];
+              }
+              isum += sc * dot;
+              imin += m * xs;
+            }
+            acc = std::fma(float(isum), fp16_to_f32(dh) * dx, acc);
+            acc_min = std::fma(float(imin), fp16_to_f32(mh) * dx, acc_min);
+          }
+        }
+        ASSERT_EQ(y_ref[size_t(t) * pr.y_row_stride + size_t(r)], acc - acc_min) << "row " << r << " token " << t;
+      }
+    for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+      if (!supports(detect_cpu_features(), isa)) continue;
+      SCOPED_TRACE(std::string(isa_name(isa)));
+      std::vector<float> y;
+      RowDotParams pf = params(p, y, 0, p.rows);
+      pf.q4_k_gemm_order = true;
+      row_dot_for(isa, DType::kQ4_K)(pf);
+      ASSERT_EQ(y, y_ref);
+      // And the order matters: without it some result differs in its last bits.
+      std::vector<float> y_plain;
+      RowDotParams pp = params(p, y_plain, 0, p.rows);
+      generic::find(DType::kQ4_K)(pp);
+      EXPECT_NE(y_plain, y_ref);
+    }
+  }
+}
 
 TEST(RowDot, GenericFp8IsTheScaledExactSum) {
   // One row, 256 columns: two scale blocks; every product is exact, so the

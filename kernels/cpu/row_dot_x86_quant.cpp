@@ -5,6 +5,8 @@
 // 32-value sub-block of a k-quant is one register, and u8 x s8 products go
 // through vpdpbusd (VNNI) or vpmaddubsw + vpmaddwd (exact either way: no
 // pair of products here reaches int16's limit).
+#include <cmath>
+
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
@@ -81,10 +83,14 @@ struct K4Scales {
   }
 };
 
-// Q4_K and Q5_K share everything but where the 5th bit comes from.
-template <bool kFive, int R, int T>
+// Q4_K and Q5_K share everything but where the 5th bit comes from. With
+// kGemmOrder (Q4_K only) a row is summed as llama.cpp's repacked GEMM sums
+// it: per 64-value chunk one exact integer sum, added with a scalar fma.
+template <bool kFive, int R, int T, bool kGemmOrder = false>
 void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
               float (&out)[R][T], const Ahead& ah) {
+  static_assert(!(kFive && kGemmOrder), "llama.cpp repacks Q4_K only");
+  float gemm_acc[R][T] = {}, gemm_min[R][T] = {};
   constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
   __m256 acc[R][T];
@@ -123,6 +129,20 @@ void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* con
       #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const Q8KRef x(a[t] + aoff);
+        if constexpr (kGemmOrder) {
+          #pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c) {
+            const __m256i s0 = dot_u8s8(q[2 * c], load256(x.qs(2 * c)));
+            const __m256i s1 = dot_u8s8(q[2 * c + 1], load256(x.qs(2 * c + 1)));
+            const int32_t isum = hsum256i(_mm256_add_epi32(_mm256_mullo_epi32(s0, _mm256_set1_epi32(ks.sc[2 * c])),
+                                                           _mm256_mullo_epi32(s1, _mm256_set1_epi32(ks.sc[2 * c + 1]))));
+            const int32_t imin = ks.m[2 * c] * (x.bsum(4 * c) + x.bsum(4 * c + 1)) +
+                                 ks.m[2 * c + 1] * (x.bsum(4 * c + 2) + x.bsum(4 * c + 3));
+            gemm_acc[i][t] = std::fma(float(isum), d * x.d, gemm_acc[i][t]);
+            gemm_min[i][t] = std::fma(float(imin), dmin * x.d, gemm_min[i][t]);
+          }
+          continue;
+        }
         __m256i isum = _mm256_setzero_si256();
         int32_t msum = 0;
         #pragma GCC unroll 8
@@ -139,7 +159,8 @@ void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* con
   #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
     #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) out[i][t] = hsum256(acc[i][t]) - mins[i][t];
+    for (int t = 0; t < T; ++t)
+      out[i][t] = kGemmOrder ? gemm_acc[i][t] - gemm_min[i][t] : hsum256(acc[i][t]) - mins[i][t];
 }
 
 #if defined(__AVX512F__)
@@ -271,6 +292,19 @@ struct Q4KTile {
   }
 };
 template <int R, int T>
+struct Q4KGemmOrderTile {
+  static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    k45_tile<false, R, T, true>(p, w, a, out, ah);
+  }
+};
+void q4_k_rows(const RowDotParams& p) {
+  if (p.q4_k_gemm_order)
+    drive<Q4KGemmOrderTile>(p);
+  else
+    drive<Q4KTile>(p);
+}
+template <int R, int T>
 struct Q5KTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
@@ -342,7 +376,7 @@ struct Q6KTile {
 RowDotFn find_quant(DType wtype) {
   switch (wtype) {
     case DType::kQ8_0: return drive<Q8_0Tile>;
-    case DType::kQ4_K: return drive<Q4KTile>;
+    case DType::kQ4_K: return q4_k_rows;
     case DType::kQ5_K: return drive<Q5KTile>;
     case DType::kQ6_K: return drive<Q6KTile>;
     default: return nullptr;
