@@ -166,7 +166,7 @@ TEST(RowDot, Avx512Bf16MatchesGeneric) { check_level(CpuIsa::kAvx512Bf16, avx512
 TEST(RowDot, Q4KGemmOrderIsTheSameAtEveryLevelAndChunkedByHand) {
   std::mt19937 rng(77);
   for (int64_t cols : {256, 768}) {
-    const Problem p = make_problem(DType::kQ4_K, 13, cols, 5, rng);
+    const Problem p = make_problem(DType::kQ4_K, 13, cols, 7, rng);  // tiles of 4 and 3 tokens
     std::vector<float> y_ref;
     RowDotParams pr = params(p, y_ref, 0, p.rows);
     pr.q4_k_gemm_order = true;

@@ -197,9 +197,15 @@ inline __m512i pair256(const uint8_t* lo, const uint8_t* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
 }
 
-template <bool kFive, int R, int T>
+template <bool kFive, int R, int T, bool kGemmOrder = false>
 void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
                  float (&out)[R][T], const Ahead& ah) {
+  static_assert(!(kFive && kGemmOrder), "llama.cpp repacks Q4_K only");
+  static_assert(T <= 4, "a token per lane of the GEMM-order sums");
+  // kGemmOrder: each row's running sums, one token per lane.
+  __m128 gemm_acc[R], gemm_min[R];
+  #pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) gemm_acc[i] = gemm_min[i] = _mm_setzero_ps();
   constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
   __m512 acc[R][T];
@@ -250,8 +256,33 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
           Q[k] = _mm512_mask_add_epi8(Q[k], _mm512_test_epi8_mask(hb, bits), Q[k], _mm512_set1_epi8(16));
         }
       }
+      __m128 chunk_sums[4] = {}, chunk_mins[4] = {};  // kGemmOrder: per token
       #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
+        if constexpr (kGemmOrder) {
+          // Register k holds sub-blocks kK4Pair[k]: chunk 0 (sub-blocks 0, 1)
+          // is the low halves of k = 0, 1, chunk 1 their high halves, chunks
+          // 2 and 3 likewise from k = 2, 3. Four exact chunk sums, then the
+          // GEMM's scalar fma chains.
+          __m512i ch[2];
+          #pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m512i p0 = _mm512_maddubs_epi16(Q[2 * h], X[t][2 * h]);
+            const __m512i p1 = _mm512_maddubs_epi16(Q[2 * h + 1], X[t][2 * h + 1]);
+#if defined(__AVX512VNNI__)
+            ch[h] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, S[2 * h]), p1, S[2 * h + 1]);
+#else
+            ch[h] = _mm512_add_epi32(_mm512_madd_epi16(p0, S[2 * h]), _mm512_madd_epi16(p1, S[2 * h + 1]));
+#endif
+          }
+          const __m256i h0 = _mm256_hadd_epi32(_mm512_castsi512_si256(ch[0]), _mm512_extracti64x4_epi64(ch[0], 1));
+          const __m256i h1 = _mm256_hadd_epi32(_mm512_castsi512_si256(ch[1]), _mm512_extracti64x4_epi64(ch[1], 1));
+          const __m256i hh = _mm256_hadd_epi32(h0, h1);
+          const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1));
+          chunk_sums[t] = _mm_cvtepi32_ps(isum);
+          chunk_mins[t] = _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs[t]));
+          continue;
+        }
         // two chains of two, so the dots' latency does not serialise a row
         __m512i isum0 = _mm512_setzero_si512(), isum1 = _mm512_setzero_si512();
 #pragma GCC unroll 2
@@ -272,12 +303,35 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
         acc[i][t] = _mm512_fmadd_ps(_mm512_zextps128_ps512(_mm_cvtepi32_ps(msum)),
                                     _mm512_set1_ps(-dmin * dx[t]), acc[i][t]);
       }
+      if constexpr (kGemmOrder) {
+        // Tokens to lanes (chunk c of every token), then one fma per chunk
+        // in order: lane by lane, the GEMM's scalar chain.
+        _MM_TRANSPOSE4_PS(chunk_sums[0], chunk_sums[1], chunk_sums[2], chunk_sums[3]);
+        _MM_TRANSPOSE4_PS(chunk_mins[0], chunk_mins[1], chunk_mins[2], chunk_mins[3]);
+        alignas(16) float dd[4] = {}, dm[4] = {};
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) dd[t] = d * dx[t], dm[t] = dmin * dx[t];
+        const __m128 ddv = _mm_load_ps(dd), dmv = _mm_load_ps(dm);
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          gemm_acc[i] = _mm_fmadd_ps(chunk_sums[c], ddv, gemm_acc[i]);
+          gemm_min[i] = _mm_fmadd_ps(chunk_mins[c], dmv, gemm_min[i]);
+        }
+      }
     }
   }
   #pragma GCC unroll 8
-  for (int i = 0; i < R; ++i)
-    #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) out[i][t] = _mm512_reduce_add_ps(acc[i][t]);
+  for (int i = 0; i < R; ++i) {
+    if constexpr (kGemmOrder) {
+      alignas(16) float r[4];
+      _mm_store_ps(r, _mm_sub_ps(gemm_acc[i], gemm_min[i]));
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) out[i][t] = r[t];
+    } else {
+      #pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) out[i][t] = _mm512_reduce_add_ps(acc[i][t]);
+    }
+  }
 }
 #define TANDEM_K45_TILE k45_tile512
 #else
@@ -295,7 +349,7 @@ template <int R, int T>
 struct Q4KGemmOrderTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
-    k45_tile<false, R, T, true>(p, w, a, out, ah);
+    TANDEM_K45_TILE<false, R, T, true>(p, w, a, out, ah);
   }
 };
 void q4_k_rows(const RowDotParams& p) {
