@@ -1,7 +1,5 @@
 #include "common/engine/linear.h"
 
-#include <utility>
-
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/row_dot.h"
 
@@ -15,6 +13,14 @@ namespace {
 int64_t gemm_order_tokens(const MatrixView& w, int64_t n_tokens) {
   if (w.dtype != DType::kQ4_K || w.f32_activations || w.rows % 8 != 0) return 0;
   return n_tokens - n_tokens % 4;
+}
+
+// Calls multiply(t0, t1, gemm_order) for the non-empty token ranges
+// [0, gemm_tokens) (in that order) and [gemm_tokens, n_tokens).
+template <class Multiply>
+void by_order(int64_t gemm_tokens, int64_t n_tokens, Multiply multiply) {
+  if (gemm_tokens > 0) multiply(int64_t{0}, gemm_tokens, true);
+  if (gemm_tokens < n_tokens) multiply(gemm_tokens, n_tokens, false);
 }
 
 }  // namespace
@@ -44,16 +50,14 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
     p.row_begin = 0;
     p.row_end = w.rows;
     const kernels::RowDotFn fn = kernels::row_dot_for(isa_, w.dtype);
-    // Tokens [0, gemm_tokens) in llama.cpp's GEMM order, the rest as usual.
-    for (const auto& [t0, t1] : {std::pair{int64_t{0}, gemm_tokens}, std::pair{gemm_tokens, n_tokens}}) {
-      if (t0 == t1) continue;
+    by_order(gemm_tokens, n_tokens, [&](int64_t t0, int64_t t1, bool gemm_order) {
       p.a = a + size_t(t0) * row;
       p.n_tokens = t1 - t0;
       p.y = out + size_t(t0) * size_t(w.rows);
-      p.q4_k_gemm_order = t0 < gemm_tokens;
+      p.q4_k_gemm_order = gemm_order;
       kernels::row_dot_check(p);
       fn(p);
-    }
+    });
     if (accumulate)
       for (size_t i = 0; i < sum_.size(); ++i) y[i] += sum_[i];
     return;
@@ -72,14 +76,13 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
   if (workspace_.size() < need) workspace_.resize(need);
   p.workspace = workspace_.data();
   p.workspace_bytes = workspace_.size();
-  for (const auto& [t0, t1] : {std::pair{int64_t{0}, gemm_tokens}, std::pair{gemm_tokens, n_tokens}}) {
-    if (t0 == t1) continue;
+  by_order(gemm_tokens, n_tokens, [&](int64_t t0, int64_t t1, bool gemm_order) {
     p.x = x + size_t(t0) * size_t(w.cols);
     p.n_tokens = t1 - t0;
     p.y = y + size_t(t0) * size_t(w.rows);
-    p.q4_k_gemm_order = t0 < gemm_tokens;
+    p.q4_k_gemm_order = gemm_order;
     kernels::matmul_generic(p);
-  }
+  });
 }
 
 }  // namespace tandem::engine
