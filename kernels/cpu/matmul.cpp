@@ -136,44 +136,31 @@ struct Q8KView {
   }
 };
 
-// The Q4_K/Q5_K super-block term, given the 256 unsigned quants q[] (0..15
-// or 0..31) of the weights: with sub-block j (32 values) decoding to
-// d*sc_j*q - dmin*m_j,
-//   d_w*d_x * sum_j sc_j * sum_l q*q_x  -  dmin_w*d_x * sum_j m_j * sum_l q_x
-// where the last inner sum is bsums[2j] + bsums[2j+1] (ggml's min term).
-double k4_block_term(const uint8_t* wb, const uint8_t q[kQK_K], const Q8KView& a) {
-  const uint8_t* scales = wb + offsetof(BlockQ4_K, scales);  // same offset in Q5_K
-  int32_t isum = 0, imin = 0;
-  for (int j = 0; j < kQK_K / 32; ++j) {
-    uint8_t sc, m;
-    k4_scale_min(j, scales, &sc, &m);
-    int32_t s = 0;
-    for (int l = 0; l < 32; ++l) s += q[32 * j + l] * a.qs[32 * j + l];
-    isum += sc * s;
-    imin += m * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
-  }
-  const float d = half_at(wb + offsetof(BlockQ4_K, d)) * a.d;
-  const float dmin = half_at(wb + offsetof(BlockQ4_K, dmin)) * a.d;
-  return static_cast<double>(d * static_cast<float>(isum)) -
-         static_cast<double>(dmin * static_cast<float>(imin));
-}
-
-// ggml_vec_dot_q4_K_q8_K. Chunk c (64 values) of the weights: low nibbles of
+// llama.cpp's repacked Q4_K GEMV (ggml_gemv_q4_K_8x8_q8_K), which on x86
+// takes every MUL_MAT_ID token and a MUL_MAT's tokens past n - n % 4: per
+// super-block one exact integer sum of the scaled dots and one of the scaled
+// mins, each added with its own fused multiply-add; the two sums are
+// subtracted at the end. Chunk c (64 values) of the weights: low nibbles of
 // qs[32c..32c+31] are sub-block 2c, high nibbles sub-block 2c+1.
 float dot_q4_k(const uint8_t* w, const uint8_t* a, int64_t n) {
-  double sum = 0.0;
+  float acc = 0.0f, acc_min = 0.0f;
   for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += sizeof(BlockQ4_K), a += sizeof(BlockQ8_K)) {
+    const Q8KView x(a);
     const uint8_t* qs = w + offsetof(BlockQ4_K, qs);
-    uint8_t q[kQK_K];
-    for (int c = 0; c < kQK_K / 64; ++c) {
-      for (int l = 0; l < 32; ++l) {
-        q[64 * c + l] = qs[32 * c + l] & 0xF;
-        q[64 * c + 32 + l] = qs[32 * c + l] >> 4;
-      }
+    const uint8_t* scales = w + offsetof(BlockQ4_K, scales);
+    int32_t isum = 0, imin = 0;
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      uint8_t sc, m;
+      k4_scale_min(j, scales, &sc, &m);
+      int32_t s = 0;
+      for (int l = 0; l < 32; ++l) s += ((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) * x.qs[32 * j + l];
+      isum += sc * s;
+      imin += m * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
     }
-    sum += k4_block_term(w, q, Q8KView(a));
+    acc = std::fma(static_cast<float>(isum), half_at(w + offsetof(BlockQ4_K, d)) * x.d, acc);
+    acc_min = std::fma(static_cast<float>(imin), half_at(w + offsetof(BlockQ4_K, dmin)) * x.d, acc_min);
   }
-  return static_cast<float>(sum);
+  return acc - acc_min;
 }
 
 // The same dot as llama.cpp's repacked Q4_K GEMM (ggml_gemm_q4_K_8x8_q8_K)
@@ -206,33 +193,44 @@ float dot_q4_k_grouped(const uint8_t* w, const uint8_t* a, int64_t n) {
   return acc - acc_min;
 }
 
-// ggml_vec_dot_q5_K_q8_K: as Q4_K, plus 16 for value l of sub-block 2c (2c+1)
-// when bit 2c (2c+1) of qh[l] is set.
+// ggml_vec_dot_q5_K_q8_K (x86): as Q4_K, plus 16 for value l of sub-block
+// 2c (2c+1) when bit 2c (2c+1) of qh[l] is set. ggml's AVX2 order: lane k of
+// 8 int32 lanes sums bytes 4k..4k+3 of every 32-value sub-block times its
+// scale, fma'd into 8 f32 lanes with d_x*d_w per super-block; the mins are
+// one exact sum per super-block, fma'd with -d_x*dmin_w into a scalar that
+// is added to the lanes' horizontal sum at the end.
 float dot_q5_k(const uint8_t* w, const uint8_t* a, int64_t n) {
-  double sum = 0.0;
+  Lanes8 lanes;
+  float summs = 0.0f;
   for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += sizeof(BlockQ5_K), a += sizeof(BlockQ8_K)) {
+    const Q8KView x(a);
     const uint8_t* qs = w + offsetof(BlockQ5_K, qs);
     const uint8_t* qh = w + offsetof(BlockQ5_K, qh);
-    uint8_t q[kQK_K];
-    for (int c = 0; c < kQK_K / 64; ++c) {
+    const uint8_t* scales = w + offsetof(BlockQ5_K, scales);
+    int32_t isum[8] = {}, imin = 0;
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      uint8_t sc, m;
+      k4_scale_min(j, scales, &sc, &m);
       for (int l = 0; l < 32; ++l) {
-        q[64 * c + l] =
-            static_cast<uint8_t>((qs[32 * c + l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4));
-        q[64 * c + 32 + l] =
-            static_cast<uint8_t>((qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4));
+        const int q = ((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) | (((qh[l] >> j) & 1) << 4);
+        isum[l / 4] += sc * q * x.qs[32 * j + l];
       }
+      imin += m * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
     }
-    sum += k4_block_term(w, q, Q8KView(a));
+    lanes.fma_block(x.d * half_at(w + offsetof(BlockQ5_K, d)), isum);
+    summs = std::fma(-x.d * half_at(w + offsetof(BlockQ5_K, dmin)), static_cast<float>(imin), summs);
   }
-  return static_cast<float>(sum);
+  return lanes.hsum() + summs;
 }
 
-// ggml_vec_dot_q6_K_q8_K: value l + 32k (k = 0..3) of half h takes its low
-// nibble from ql[64h + l] (k = 0: low, 2: high) or ql[64h + 32 + l] (k = 1:
-// low, 3: high) and bits 2k..2k+1 of qh[32h + l] as bits 4-5; minus 32.
-// Sub-block j (16 values) is scaled by the int8 scales[j].
+// ggml_vec_dot_q6_K_q8_K (x86): value l + 32k (k = 0..3) of half h takes its
+// low nibble from ql[64h + l] (k = 0: low, 2: high) or ql[64h + 32 + l]
+// (k = 1: low, 3: high) and bits 2k..2k+1 of qh[32h + l] as bits 4-5; minus
+// 32. Sub-block j (16 values) is scaled by the int8 scales[j]. ggml's AVX2
+// order: lane k of 8 int32 lanes sums bytes 4k..4k+3 of every 32 values,
+// fma'd into 8 f32 lanes with d_x*d_w per super-block, summed at the end.
 float dot_q6_k(const uint8_t* w, const uint8_t* a, int64_t n) {
-  double sum = 0.0;
+  Lanes8 lanes;
   for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += sizeof(BlockQ6_K), a += sizeof(BlockQ8_K)) {
     const uint8_t* ql = w + offsetof(BlockQ6_K, ql);
     const uint8_t* qh = w + offsetof(BlockQ6_K, qh);
@@ -248,17 +246,12 @@ float dot_q6_k(const uint8_t* w, const uint8_t* a, int64_t n) {
         o[96] = static_cast<int8_t>(((hi >> 4) | (((b >> 6) & 3) << 4)) - 32);
       }
     }
-    const Q8KView av(a);
-    int32_t isum = 0;
-    for (int j = 0; j < kQK_K / 16; ++j) {
-      int32_t s = 0;
-      for (int l = 0; l < 16; ++l) s += q[16 * j + l] * av.qs[16 * j + l];
-      isum += scales[j] * s;
-    }
-    const float d = half_at(w + offsetof(BlockQ6_K, d)) * av.d;
-    sum += static_cast<double>(d * static_cast<float>(isum));
+    const Q8KView x(a);
+    int32_t isum[8] = {};
+    for (int i = 0; i < kQK_K; ++i) isum[(i % 32) / 4] += scales[i / 16] * q[i] * x.qs[i];
+    lanes.fma_block(x.d * half_at(w + offsetof(BlockQ6_K, d)), isum);
   }
-  return static_cast<float>(sum);
+  return lanes.hsum();
 }
 
 // Q8_K weights (not a GGUF weight type in practice): d_w*d_x * sum q_w*q_x.

@@ -18,15 +18,17 @@
 // The integer parts and the per-block float products (including the order
 // of the f32 multiplications) are ggml's. The sums over a row follow ggml's
 // x86 SIMD order where that is reproduced (f32/f16: vec_dot_f32's 4x16 lanes;
-// bf16: vec_dot_bf16's dpbf16 pairs; Q8_0: 8 fma lanes; see f32_dot.h), so
-// results are llama.cpp's bit for bit there; the other block types
-// accumulate in double, within f32 summation rounding of llama.cpp. The same
-// order serves every token count. One more order is on request
+// bf16: vec_dot_bf16's dpbf16 pairs; Q8_0, Q4_0, Q5_0, Q5_K, Q6_K: 8 fma
+// lanes of 4-byte integer groups, Q5_K's mins in a scalar fma chain; Q4_K:
+// the repacked GEMV's one fma per super-block for the scales and one for
+// the mins; see f32_dot.h), so results are llama.cpp's bit for bit there;
+// Q8_K accumulates in double, within f32 summation rounding of llama.cpp.
+// The same order serves every token count. One more order is on request
 // (q4_k_gemm_order): llama.cpp repacks Q4_K matrices whose row count is a
 // multiple of 8 and multiplies the first n - n % 4 of a MUL_MAT's n tokens
 // with a GEMM that adds each 64-value chunk with its own fused multiply-add
-// (the rest, and every MUL_MAT_ID row, with a GEMV that sums as the default
-// here). Which tokens those are is the caller's choice (engine/linear.h).
+// (the rest, and every MUL_MAT_ID row, with the GEMV, the default here).
+// Which tokens those are is the caller's choice (engine/linear.h).
 //
 // The activation conversion is quantize_activations(): byte for byte what
 // ggml-cpu's x86 build feeds its dot products (Q8_0: the AVX quantiser,

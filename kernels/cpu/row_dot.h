@@ -13,7 +13,9 @@
 //
 // The generic variant is the reference: it is kernels/cpu/matmul.h's
 // ggml-faithful matmul (plus FP8); the vector variants sum in other orders
-// and are tested against it with per-type error bounds (row_dot_test.cpp).
+// and are tested against it with per-type error bounds (row_dot_test.cpp),
+// except the k-quants (Q4_K, Q5_K, Q6_K), which every level sums in
+// llama.cpp's x86 order, bit for bit the generic result.
 // Kernels never allocate and never throw; row_dot_check() validates.
 #pragma once
 

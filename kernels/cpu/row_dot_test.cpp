@@ -223,6 +223,59 @@ TEST(RowDot, Q4KGemmOrderIsTheSameAtEveryLevelAndChunkedByHand) {
   }
 }
 
+// The k-quants' default orders are llama.cpp's x86 ones (Q4_K: its
+// repacked GEMV, one exact sum per super-block for the scales and one for
+// the mins, each added with an fma; Q5_K and Q6_K: ggml_vec_dot's 8 lanes):
+// every level gives the generic result bit for bit, on tiles of 4 and 1 rows
+// by 4 and 3 tokens; and the generic Q4_K is the GEMV written out here.
+TEST(RowDot, KQuantsSumInLlamaCppsX86OrderAtEveryLevel) {
+  std::mt19937 rng(78);
+  for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    SCOPED_TRACE(std::string(name(type)));
+    const Problem p = make_problem(type, 13, 768, 7, rng);
+    std::vector<float> y_ref;
+    const RowDotParams pr = params(p, y_ref, 0, p.rows);
+    generic::find(type)(pr);
+    if (type == DType::kQ4_K) {
+      for (int64_t r = 0; r < p.rows; ++r)
+        for (int64_t t = 0; t < p.tokens; ++t) {
+          const uint8_t* w = p.w.data() + size_t(r) * p.w_stride;
+          const uint8_t* a = p.a.data() + size_t(t) * p.a_stride;
+          float acc = 0, acc_min = 0;
+          for (int64_t b = 0; b < p.cols / 256; ++b) {
+            const uint8_t* wb = w + size_t(b) * sizeof(BlockQ4_K);
+            const uint8_t* ab = a + size_t(b) * sizeof(BlockQ8_K);
+            float dx;
+            std::memcpy(&dx, ab, 4);
+            uint16_t dh, mh;
+            std::memcpy(&dh, wb, 2);
+            std::memcpy(&mh, wb + 2, 2);
+            const auto* xq = reinterpret_cast<const int8_t*>(ab + offsetof(BlockQ8_K, qs));
+            int32_t isum = 0, imin = 0;
+            for (int j = 0; j < 8; ++j) {
+              uint8_t sc, m;
+              k4_scale_min(j, wb + offsetof(BlockQ4_K, scales), &sc, &m);
+              for (int l = 0; l < 32; ++l) {
+                isum += sc * ((wb[offsetof(BlockQ4_K, qs) + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) * xq[32 * j + l];
+                imin += m * xq[32 * j + l];
+              }
+            }
+            acc = std::fma(float(isum), fp16_to_f32(dh) * dx, acc);
+            acc_min = std::fma(float(imin), fp16_to_f32(mh) * dx, acc_min);
+          }
+          ASSERT_EQ(y_ref[size_t(t) * pr.y_row_stride + size_t(r)], acc - acc_min) << "row " << r << " token " << t;
+        }
+    }
+    for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+      if (!supports(detect_cpu_features(), isa)) continue;
+      SCOPED_TRACE(std::string(isa_name(isa)));
+      std::vector<float> y;
+      row_dot_for(isa, type)(params(p, y, 0, p.rows));
+      ASSERT_EQ(y, y_ref);
+    }
+  }
+}
+
 TEST(RowDot, GenericFp8IsTheScaledExactSum) {
   // One row, 256 columns: two scale blocks; every product is exact, so the
   // generic result equals a double-precision sum to f32 rounding.

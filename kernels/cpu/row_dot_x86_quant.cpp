@@ -83,9 +83,13 @@ struct K4Scales {
   }
 };
 
-// Q4_K and Q5_K share everything but where the 5th bit comes from. With
-// kGemmOrder (Q4_K only) a row is summed as llama.cpp's repacked GEMM sums
-// it: per 64-value chunk one exact integer sum, added with a scalar fma.
+// Q4_K and Q5_K share everything but where the 5th bit comes from, and the
+// order of the sums, which is llama.cpp's on x86 for each: Q4_K (repacked
+// there) as its GEMV, one exact integer sum per super-block for the scales
+// and one for the mins, each added with an fma; with kGemmOrder as its GEMM,
+// the same per 64-value chunk. Q5_K as ggml_vec_dot_q5_K_q8_K: 8 int32 lanes
+// (bytes 4k..4k+3 of every sub-block) fma'd into 8 f32 lanes, the mins'
+// exact sum fma'd into a scalar added at the end.
 template <bool kFive, int R, int T, bool kGemmOrder = false>
 void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
               float (&out)[R][T], const Ahead& ah) {
@@ -151,8 +155,13 @@ void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* con
           isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, _mm256_set1_epi32(ks.sc[j])));
           msum += ks.m[j] * (x.bsum(2 * j) + x.bsum(2 * j + 1));
         }
-        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
-        mins[i][t] += dmin * x.d * float(msum);
+        if constexpr (kFive) {
+          acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
+          mins[i][t] = std::fma(-(dmin * x.d), float(msum), mins[i][t]);
+        } else {  // the GEMV's order: one exact sum per super-block
+          gemm_acc[i][t] = std::fma(float(hsum256i(isum)), d * x.d, gemm_acc[i][t]);
+          gemm_min[i][t] = std::fma(float(msum), dmin * x.d, gemm_min[i][t]);
+        }
       }
     }
   }
@@ -160,7 +169,7 @@ void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* con
   for (int i = 0; i < R; ++i)
     #pragma GCC unroll 8
     for (int t = 0; t < T; ++t)
-      out[i][t] = kGemmOrder ? gemm_acc[i][t] - gemm_min[i][t] : hsum256(acc[i][t]) - mins[i][t];
+      out[i][t] = kFive ? hsum256(acc[i][t]) + mins[i][t] : gemm_acc[i][t] - gemm_min[i][t];
 }
 
 #if defined(__AVX512F__)
@@ -197,6 +206,61 @@ inline __m512i pair256(const uint8_t* lo, const uint8_t* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
 }
 
+// Exact sums of four 512-bit int32 registers, one per lane.
+inline __m128i hsum4x512(const __m512i (&v)[4]) {
+  __m256i h[4];
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) h[k] = _mm256_add_epi32(_mm512_castsi512_si256(v[k]), _mm512_extracti64x4_epi64(v[k], 1));
+  const __m256i q = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+}
+inline __m128i hsum4x128(const __m128i (&v)[4]) {
+  return _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
+}
+
+// The R*T dots of a Q4_K tile in llama.cpp's GEMV order, four dots to the
+// lanes of a 128-bit register: dot k's super-block gives 16 int32 lanes of
+// scaled dots and 4 of scaled mins; once four dots have theirs (or the last
+// one has), each is reduced to one exact integer and added with one fma per
+// lane, as the GEMV adds each super-block. Lane k % 4 of group k / 4 is dot k.
+template <int R, int T>
+struct Q4KGemvSums {
+  static constexpr int kDots = R * T, kGroups = (kDots + 3) / 4;
+  __m128 acc[kGroups], min[kGroups];
+  __m512i pend[4];
+  __m128i pend_min[4];
+  float dd[4], dm[4];
+  Q4KGemvSums() {
+    #pragma GCC unroll 4
+    for (int g = 0; g < kGroups; ++g) acc[g] = min[g] = _mm_setzero_ps();
+  }
+  void add(int k, __m512i isum, __m128i imin, float d, float dmin) {
+    const int slot = k & 3;
+    pend[slot] = isum;
+    pend_min[slot] = imin;
+    dd[slot] = d;
+    dm[slot] = dmin;
+    if (slot == 3 || k == kDots - 1) {
+      #pragma GCC unroll 4
+      for (int s = slot + 1; s < 4; ++s) {
+        pend[s] = _mm512_setzero_si512();
+        pend_min[s] = _mm_setzero_si128();
+        dd[s] = dm[s] = 0.0f;
+      }
+      const int g = k >> 2;
+      acc[g] = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4x512(pend)), _mm_setr_ps(dd[0], dd[1], dd[2], dd[3]), acc[g]);
+      min[g] = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4x128(pend_min)), _mm_setr_ps(dm[0], dm[1], dm[2], dm[3]), min[g]);
+    }
+  }
+  void result(float (&out)[R][T]) const {
+    alignas(16) float r[kGroups * 4];
+    #pragma GCC unroll 4
+    for (int g = 0; g < kGroups; ++g) _mm_store_ps(r + 4 * g, _mm_sub_ps(acc[g], min[g]));
+    #pragma GCC unroll 8
+    for (int k = 0; k < kDots; ++k) out[k / T][k % T] = r[k];
+  }
+};
+
 template <bool kFive, int R, int T, bool kGemmOrder = false>
 void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
                  float (&out)[R][T], const Ahead& ah) {
@@ -208,11 +272,14 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
   for (int i = 0; i < R; ++i) gemm_acc[i] = gemm_min[i] = _mm_setzero_ps();
   constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
-  __m512 acc[R][T];
+  // Q5_K: ggml's 8 lanes and scalar mins; Q4_K: the GEMV's sums.
+  __m256 acc[R][T];
+  float mins_sum[R][T] = {};
   #pragma GCC unroll 8
   for (auto& row : acc)
     #pragma GCC unroll 8
-    for (auto& v : row) v = _mm512_setzero_ps();
+    for (auto& v : row) v = _mm256_setzero_ps();
+  Q4KGemvSums<R, T> gemv;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const int64_t nb = p.cols / kQK_K;
   for (int64_t b = 0; b < nb; ++b) {
@@ -299,9 +366,16 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
         }
         const __m512i isum = _mm512_add_epi32(isum0, isum1);
         const __m128i msum = _mm_madd_epi16(mins, pairs[t]);
-        acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * dx[t]), acc[i][t]);
-        acc[i][t] = _mm512_fmadd_ps(_mm512_zextps128_ps512(_mm_cvtepi32_ps(msum)),
-                                    _mm512_set1_ps(-dmin * dx[t]), acc[i][t]);
+        if constexpr (kFive) {
+          // lane k: bytes 4k..4k+3 of every sub-block, from the two halves
+          const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+          acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(d * dx[t]), acc[i][t]);
+          const __m128i m2 = _mm_add_epi32(msum, _mm_shuffle_epi32(msum, 0x4E));
+          const int32_t imin = _mm_cvtsi128_si32(_mm_add_epi32(m2, _mm_shuffle_epi32(m2, 0xB1)));
+          mins_sum[i][t] = std::fma(-(dmin * dx[t]), float(imin), mins_sum[i][t]);
+        } else {
+          gemv.add(i * T + t, isum, msum, d * dx[t], dmin * dx[t]);
+        }
       }
       if constexpr (kGemmOrder) {
         // Tokens to lanes (chunk c of every token), then one fma per chunk
@@ -327,11 +401,12 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
       _mm_store_ps(r, _mm_sub_ps(gemm_acc[i], gemm_min[i]));
       #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) out[i][t] = r[t];
-    } else {
+    } else if constexpr (kFive) {
       #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) out[i][t] = _mm512_reduce_add_ps(acc[i][t]);
+      for (int t = 0; t < T; ++t) out[i][t] = hsum256(acc[i][t]) + mins_sum[i][t];
     }
   }
+  if constexpr (!kFive && !kGemmOrder) gemv.result(out);
 }
 #define TANDEM_K45_TILE k45_tile512
 #else
@@ -368,6 +443,8 @@ struct Q5KTile {
 
 // Q6_K: value = d * sc[j] * (q - 32), q = 4 low bits from ql and 2 high bits
 // from qh; the 32 values of one register span two 16-value sub-blocks.
+// ggml_vec_dot_q6_K_q8_K's order: 8 int32 lanes (bytes 4k..4k+3 of every 32
+// values, the -32 included) fma'd into 8 f32 lanes per super-block.
 template <int R, int T>
 struct Q6KTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
@@ -377,7 +454,7 @@ struct Q6KTile {
     for (auto& row : acc)
       #pragma GCC unroll 8
       for (auto& v : row) v = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3), m32 = _mm256_set1_epi8(32);
     const int64_t nb = p.cols / kQK_K;
     for (int64_t b = 0; b < nb; ++b) {
       const size_t woff = size_t(b) * sizeof(BlockQ6_K), aoff = size_t(b) * sizeof(BlockQ8_K);
@@ -404,16 +481,15 @@ struct Q6KTile {
         for (int t = 0; t < T; ++t) {
           const Q8KRef x(a[t] + aoff);
           __m256i isum = _mm256_setzero_si256();
-          int32_t offset = 0;
           #pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
-            const __m256i s = dot_u8s8(q[k], load256(x.qs(k)));
+            // the -32 in every lane, as ggml's lanes carry it
+            const __m256i xv = load256(x.qs(k));
+            const __m256i s = _mm256_sub_epi32(dot_u8s8(q[k], xv), dot_u8s8(m32, xv));
             // lanes 0-3: sub-block 2k, lanes 4-7: sub-block 2k+1
             const __m256i scv = _mm256_setr_m128i(_mm_set1_epi32(sc[2 * k]), _mm_set1_epi32(sc[2 * k + 1]));
             isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, scv));
-            offset += sc[2 * k] * x.bsum(2 * k) + sc[2 * k + 1] * x.bsum(2 * k + 1);
           }
-          isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
           acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
         }
       }
