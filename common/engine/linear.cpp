@@ -7,12 +7,19 @@ namespace tandem::engine {
 
 namespace {
 
-// llama.cpp repacks Q4_K matrices whose row count is a multiple of 8 and
-// multiplies the first n - n % 4 tokens of a MUL_MAT with its GEMM, whose
-// sums we reproduce on request (kernels/cpu/matmul.h, q4_k_gemm_order).
+// The tokens llama.cpp multiplies with a GEMM, whose sums we reproduce on
+// request (kernels/cpu/matmul.h, gemm_order): the first n - n % 4 tokens of
+// a MUL_MAT with a repacked Q4_K matrix (row count a multiple of 8); all n
+// of a BF16 one when n >= 2 and the rows' length is a multiple of 32
+// (tinyBLAS). F32 matrices, which llama.cpp also sends through tinyBLAS,
+// keep vec_dot's order for every batch: a prompt in one pass then equals
+// the same tokens one at a time to 1e-4 (issue 3's F32 bound), and the f32
+// fixtures stay within 0.003 of llama.cpp.
 int64_t gemm_order_tokens(const MatrixView& w, int64_t n_tokens) {
-  if (w.dtype != DType::kQ4_K || w.f32_activations || w.rows % 8 != 0) return 0;
-  return n_tokens - n_tokens % 4;
+  if (w.f32_activations) return 0;
+  if (w.dtype == DType::kQ4_K && w.rows % 8 == 0) return n_tokens - n_tokens % 4;
+  if (w.dtype == DType::kBF16 && w.cols % 32 == 0 && n_tokens >= 2) return n_tokens;
+  return 0;
 }
 
 // Calls multiply(t0, t1, gemm_order) for the non-empty token ranges
@@ -54,7 +61,7 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
       p.a = a + size_t(t0) * row;
       p.n_tokens = t1 - t0;
       p.y = out + size_t(t0) * size_t(w.rows);
-      p.q4_k_gemm_order = gemm_order;
+      p.gemm_order = gemm_order;
       kernels::row_dot_check(p);
       fn(p);
     });
@@ -80,7 +87,7 @@ void Linear::operator()(const MatrixView& w, const float* x, int64_t n_tokens, f
     p.x = x + size_t(t0) * size_t(w.cols);
     p.n_tokens = t1 - t0;
     p.y = y + size_t(t0) * size_t(w.rows);
-    p.q4_k_gemm_order = gemm_order;
+    p.gemm_order = gemm_order;
     kernels::matmul_generic(p);
   });
 }

@@ -21,9 +21,9 @@ inline float reduce16(const float v[16]) {
 // ggml_vec_dot_f32 / ggml_vec_dot_f16 on AVX-512, fed one product at a
 // time: four 16-lane vectors accumulate each run of 64 values by fma, are
 // folded (0+2, 1+3, 0+1) and reduced; the values past the last whole 64 are
-// then added in double. (For several tokens llama.cpp takes tinyBLAS, whose
-// 16 lanes round differently; we keep one order for every batch size, so
-// that a token's result never depends on its batch.)
+// then added in double. (For a MUL_MAT of several tokens llama.cpp takes
+// tinyBLAS, one 16-lane accumulator; we keep this order for every batch so
+// that an F32 prompt in one pass equals its tokens one at a time.)
 class F32Dot {
  public:
   explicit F32Dot(int64_t n) : whole_(n & ~int64_t{63}) {}

@@ -52,6 +52,22 @@ float dot_bf16(const uint8_t* w, const uint8_t* a, int64_t n) {
   return dot.result();
 }
 
+// llama.cpp's tinyBLAS on AVX-512 BF16 (llamafile_sgemm), which takes a BF16
+// MUL_MAT of 2 or more tokens when the row length is a multiple of 32: one
+// 16-lane vdpbf16ps accumulator over the whole row (lane j adds the
+// products of values 2j+1 and 2j of every 32, rounding after each), reduced
+// at the end as _mm512_reduce_add_ps.
+float dot_bf16_tinyblas(const uint8_t* w, const uint8_t* a, int64_t n) {
+  auto at = [](const uint8_t* p, int64_t i) { return bf16_to_f32(load_unaligned<uint16_t>(p + 2 * i)); };
+  float acc[16] = {};
+  for (int64_t i = 0; i + 1 < n; i += 2) {
+    float& lane = acc[(i % 32) / 2];
+    lane += at(w, i + 1) * at(a, i + 1);
+    lane += at(w, i) * at(a, i);
+  }
+  return reduce16(acc);
+}
+
 // ---- 32-value blocks against Q8_0 activations -------------------------------
 
 constexpr size_t kQ8_0Qs = offsetof(BlockQ8_0, qs);
@@ -437,7 +453,9 @@ void rows(const MatmulParams& p, const Plan& plan) {
   const auto* a_base =
       in_place ? reinterpret_cast<const uint8_t*>(p.x) : static_cast<const uint8_t*>(p.workspace);
   const size_t a_stride = in_place ? p.x_row_stride * sizeof(float) : plan.act_row;
-  const RowDot dot = p.q4_k_gemm_order && plan.k.dot == dot_q4_k ? dot_q4_k_grouped : plan.k.dot;
+  RowDot dot = plan.k.dot;
+  if (p.gemm_order && dot == dot_q4_k) dot = dot_q4_k_grouped;
+  if (p.gemm_order && dot == dot_bf16) dot = dot_bf16_tinyblas;
   for (int64_t r = plan.row_begin; r < plan.row_end; ++r) {
     const uint8_t* wr = w == nullptr ? nullptr : w + static_cast<size_t>(r) * p.w_row_stride;
     for (int64_t t = 0; t < p.n_tokens; ++t) {

@@ -24,10 +24,13 @@
 // the mins; see f32_dot.h), so results are llama.cpp's bit for bit there;
 // Q8_K accumulates in double, within f32 summation rounding of llama.cpp.
 // The same order serves every token count. One more order is on request
-// (q4_k_gemm_order): llama.cpp repacks Q4_K matrices whose row count is a
+// (gemm_order): llama.cpp repacks Q4_K matrices whose row count is a
 // multiple of 8 and multiplies the first n - n % 4 of a MUL_MAT's n tokens
 // with a GEMM that adds each 64-value chunk with its own fused multiply-add
-// (the rest, and every MUL_MAT_ID row, with the GEMV, the default here).
+// (the rest, and every MUL_MAT_ID row, with the GEMV, the default here);
+// and it multiplies a BF16 MUL_MAT of n >= 2 tokens whose row length is a
+// multiple of 32 with tinyBLAS, one 16-lane vdpbf16ps accumulator per dot
+// (one token, and MUL_MAT_ID, with ggml_vec_dot_bf16's two, the default).
 // Which tokens those are is the caller's choice (engine/linear.h).
 //
 // The activation conversion is quantize_activations(): byte for byte what
@@ -84,8 +87,9 @@ struct MatmulParams {
   // so the result is the dequantised F32 matrix's. For sources whose
   // reference computes in f32 (Hugging Face checkpoints); needs no workspace.
   bool f32_activations = false;
-  // Q4_K weights only: sum as llama.cpp's repacked Q4_K GEMM does (above).
-  bool q4_k_gemm_order = false;
+  // Sum as llama.cpp's GEMM for batches does (above): Q4_K (its repacked
+  // GEMM) and BF16 (tinyBLAS); no effect on other types.
+  bool gemm_order = false;
 };
 
 // Errors, all thrown before anything is read or written:

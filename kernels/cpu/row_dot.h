@@ -51,10 +51,11 @@ struct RowDotParams {
   // which the last rows' prefetches run on into (the up projection after
   // the gate one), so that call does not start cold. A hint only.
   const uint8_t* then_rows = nullptr;
-  // Q4_K only: sum each 64-value chunk with its own fma, as llama.cpp's
-  // repacked Q4_K GEMM (matmul.h's q4_k_gemm_order); the same result at
-  // every level.
-  bool q4_k_gemm_order = false;
+  // Sum as llama.cpp's GEMM for batches (matmul.h's gemm_order): Q4_K,
+  // each 64-value chunk with its own fma (the same result at every level);
+  // BF16, tinyBLAS's one vdpbf16ps accumulator (the generic and avx512bf16
+  // levels). No effect on other types.
+  bool gemm_order = false;
 };
 
 using RowDotFn = void (*)(const RowDotParams&);

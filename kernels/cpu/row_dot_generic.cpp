@@ -37,7 +37,7 @@ void rows_matmul(const RowDotParams& p) {
     m.workspace_bytes = a_bytes;
     m.row_begin = p.row_begin;
     m.row_end = p.row_end;
-    m.q4_k_gemm_order = p.q4_k_gemm_order;
+    m.gemm_order = p.gemm_order;
     matmul_rows_generic(m);
   }
 }

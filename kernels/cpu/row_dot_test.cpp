@@ -158,7 +158,7 @@ TEST(RowDot, Avx2MatchesGeneric) { check_level(CpuIsa::kAvx2, avx2::find); }
 TEST(RowDot, Avx512MatchesGeneric) { check_level(CpuIsa::kAvx512, avx512::find); }
 TEST(RowDot, Avx512Bf16MatchesGeneric) { check_level(CpuIsa::kAvx512Bf16, avx512bf16::find); }
 
-// llama.cpp's repacked Q4_K GEMM order (q4_k_gemm_order): every level gives
+// llama.cpp's repacked Q4_K GEMM order (gemm_order): every level gives
 // the generic result bit for bit (the same exact integer chunk sums and the
 // same scalar fma chain), and the generic one is the chunked sum written out
 // here from the dequantised blocks: per 64 values, sum_j sc_j * isum_j and
@@ -169,7 +169,7 @@ TEST(RowDot, Q4KGemmOrderIsTheSameAtEveryLevelAndChunkedByHand) {
     const Problem p = make_problem(DType::kQ4_K, 13, cols, 7, rng);  // tiles of 4 and 3 tokens
     std::vector<float> y_ref;
     RowDotParams pr = params(p, y_ref, 0, p.rows);
-    pr.q4_k_gemm_order = true;
+    pr.gemm_order = true;
     generic::find(DType::kQ4_K)(pr);
     // By hand, from the blocks' fields.
     for (int64_t r = 0; r < p.rows; ++r)
@@ -211,7 +211,7 @@ TEST(RowDot, Q4KGemmOrderIsTheSameAtEveryLevelAndChunkedByHand) {
       SCOPED_TRACE(std::string(isa_name(isa)));
       std::vector<float> y;
       RowDotParams pf = params(p, y, 0, p.rows);
-      pf.q4_k_gemm_order = true;
+      pf.gemm_order = true;
       row_dot_for(isa, DType::kQ4_K)(pf);
       ASSERT_EQ(y, y_ref);
       // And the order matters: without it some result differs in its last bits.
@@ -272,6 +272,51 @@ TEST(RowDot, KQuantsSumInLlamaCppsX86OrderAtEveryLevel) {
       std::vector<float> y;
       row_dot_for(isa, type)(params(p, y, 0, p.rows));
       ASSERT_EQ(y, y_ref);
+    }
+  }
+}
+
+// F32 and BF16 in llama.cpp's AVX-512 orders. BF16: with gemm_order,
+// tinyBLAS's one 16-lane accumulator (its GEMM for batches); one token
+// without it, ggml_vec_dot_bf16's two accumulators plus the tail past the
+// last 64 values. F32: ggml_vec_dot_f32's four accumulators and tail for
+// every token count (gemm_order has no effect). The AVX-512 levels
+// (avx512bf16 for BF16) give the generic result bit for bit.
+TEST(RowDot, FloatRowsSumInLlamaCppsAvx512Orders) {
+  std::mt19937 rng(79);
+  for (DType type : {DType::kF32, DType::kBF16}) {
+    for (int64_t cols : {768, 800}) {  // 800: a tail of 32 past the last 64
+      SCOPED_TRACE(std::string(name(type)) + " cols " + std::to_string(cols));
+      const Problem p = make_problem(type, 13, cols, 7, rng);
+      std::vector<float> y_gemm_ref, y_ref, y_one_ref;
+      RowDotParams pr = params(p, y_gemm_ref, 0, p.rows);
+      pr.gemm_order = true;
+      generic::find(type)(pr);
+      generic::find(type)(params(p, y_ref, 0, p.rows));
+      RowDotParams po = params(p, y_one_ref, 0, p.rows);
+      po.n_tokens = 1;
+      generic::find(type)(po);
+      if (type == DType::kBF16) {
+        EXPECT_NE(y_gemm_ref, y_ref);  // the orders differ
+      }
+      for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+        if (!supports(detect_cpu_features(), isa)) continue;
+        if (type == DType::kBF16 && isa != CpuIsa::kAvx512Bf16) continue;
+        SCOPED_TRACE(std::string(isa_name(isa)));
+        std::vector<float> y_gemm, y, y_one;
+        RowDotParams pf = params(p, y_gemm, 0, p.rows);
+        pf.gemm_order = true;
+        row_dot_for(isa, type)(pf);
+        EXPECT_EQ(y_gemm, y_gemm_ref);
+        RowDotParams pg = params(p, y_one, 0, p.rows);
+        pg.n_tokens = 1;
+        row_dot_for(isa, type)(pg);
+        EXPECT_EQ(y_one, y_one_ref);
+        if (type == DType::kF32) {
+          row_dot_for(isa, type)(params(p, y, 0, p.rows));
+          EXPECT_EQ(y, y_ref);
+        }
+      }
     }
   }
 }

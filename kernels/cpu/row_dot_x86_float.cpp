@@ -75,6 +75,72 @@ struct Widened {
 };
 template <int R, int T> using F32Tile = Widened<LoadF32>::template Tile<R, T>;
 
+// The row sum of these tiles is tinyBLAS's (llama.cpp's GEMM for batches):
+// one accumulator per dot. At the AVX-512 levels F32 always, and BF16 for
+// one token, are summed in ggml's vec_dot order instead (the generic one).
+#if defined(__AVX512F__)
+// ggml_vec_dot_f32: four 16-lane fma accumulators over each run of 64,
+// folded (0+2)+(1+3) and reduced; the values past the last 64 in double.
+// R rows x T tokens.
+template <int R, int T>
+void f32_vec_dot(int64_t cols, const uint8_t* const* w, const uint8_t* const* a, float (*out)[T],
+                 const Ahead& ah) {
+  __m512 acc[R][T][4];
+  #pragma GCC unroll 8
+  for (auto& row : acc)
+    #pragma GCC unroll 8
+    for (auto& t : row)
+      #pragma GCC unroll 4
+      for (auto& v : t) v = _mm512_setzero_ps();
+  const int64_t whole = cols & ~int64_t{63};
+  for (int64_t c = 0; c < whole; c += 64) {
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m512 wv[R];
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        ah.at(w[i], 4 * (c + 16 * k));
+        wv[i] = _mm512_loadu_ps(w[i] + 4 * (c + 16 * k));
+      }
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) {
+        const __m512 av = _mm512_loadu_ps(a[j] + 4 * (c + 16 * k));
+        #pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) acc[i][j][k] = _mm512_fmadd_ps(wv[i], av, acc[i][j][k]);
+      }
+    }
+  }
+  #pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) {
+      const __m512 v = _mm512_add_ps(_mm512_add_ps(acc[i][j][0], acc[i][j][2]),
+                                     _mm512_add_ps(acc[i][j][1], acc[i][j][3]));
+      double tail = 0.0;
+      for (int64_t c = whole; c < cols; ++c)
+        tail += double(load_unaligned<float>(w[i] + 4 * c) * load_unaligned<float>(a[j] + 4 * c));
+      out[i][j] = float(double(_mm512_reduce_add_ps(v)) + tail);
+    }
+}
+// Four accumulators a dot: a tile of more than 4 dots runs row by row, so
+// they stay in registers (each weight byte is still loaded once per tile).
+template <int R, int T>
+struct F32VecDotTile {
+  static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    if constexpr (R * T <= 4) {
+      f32_vec_dot<R, T>(p.cols, w, a, out, ah);
+    } else {
+      #pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) f32_vec_dot<1, T>(p.cols, w + i, a, out + i, ah);
+    }
+  }
+};
+void f32_rows(const RowDotParams& p) { drive<F32VecDotTile>(p); }
+#else
+void f32_rows(const RowDotParams& p) { drive<F32Tile>(p); }
+#endif
+
 #if defined(__AVX512BF16__)
 // bf16 pairs with vdpbf16ps: 32 values per instruction.
 inline __m512i load_w_bf16x32(const uint8_t* p) { return _mm512_loadu_si512(p); }
@@ -149,6 +215,77 @@ struct Bf16Tile {
       for (int j = 0; j < T; ++j) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
   }
 };
+
+// ggml_vec_dot_bf16 on AVX-512 BF16: two vdpbf16ps accumulators, values
+// 0-31 and 32-63 of each run of 64, each reduced and added in double; the
+// values past the last 64 in double. RR rows x T tokens.
+template <int RR, int T>
+void bf16_vec_dot(int64_t cols, const uint8_t* const* w, const uint8_t* const* a, float (*out)[T],
+                  const Ahead& ah) {
+  __m512 c1[RR][T], c2[RR][T];
+  #pragma GCC unroll 8
+  for (int i = 0; i < RR; ++i)
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) c1[i][j] = c2[i][j] = _mm512_setzero_ps();
+  const int64_t whole = cols & ~int64_t{63};
+  for (int64_t c = 0; c < whole; c += 64) {
+    __m512i w0[RR], w1[RR];
+    #pragma GCC unroll 8
+    for (int i = 0; i < RR; ++i) {
+      ah.at(w[i], 2 * c);
+      ah.at(w[i], 2 * c + 64);
+      w0[i] = _mm512_loadu_si512(w[i] + 2 * c);
+      w1[i] = _mm512_loadu_si512(w[i] + 2 * c + 64);
+    }
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) {
+      const __m512bh a0 = (__m512bh)_mm512_loadu_si512(a[j] + 2 * c);
+      const __m512bh a1 = (__m512bh)_mm512_loadu_si512(a[j] + 2 * c + 64);
+      #pragma GCC unroll 8
+      for (int i = 0; i < RR; ++i) {
+        c1[i][j] = _mm512_dpbf16_ps(c1[i][j], (__m512bh)w0[i], a0);
+        c2[i][j] = _mm512_dpbf16_ps(c2[i][j], (__m512bh)w1[i], a1);
+      }
+    }
+  }
+  #pragma GCC unroll 8
+  for (int i = 0; i < RR; ++i)
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) {
+      double tail = 0.0;
+      for (int64_t c = whole; c < cols; ++c)
+        tail += double(bf16_to_f32(load_unaligned<uint16_t>(w[i] + 2 * c)) *
+                       bf16_to_f32(load_unaligned<uint16_t>(a[j] + 2 * c)));
+      const double sum = double(_mm512_reduce_add_ps(c1[i][j])) + double(_mm512_reduce_add_ps(c2[i][j]));
+      out[i][j] = float(sum + tail);
+    }
+}
+// Twice the accumulators of Bf16Tile: a tile of more than 8 dots runs as two
+// halves of its rows, so they stay in registers (each weight byte is still
+// loaded once per tile).
+template <int R, int T>
+struct Bf16VecDotTile {
+  static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    if constexpr (R * T <= 8) {
+      bf16_vec_dot<R, T>(p.cols, w, a, out, ah);
+    } else {
+      bf16_vec_dot<R / 2, T>(p.cols, w, a, out, ah);
+      bf16_vec_dot<R - R / 2, T>(p.cols, w + R / 2, a, out + R / 2, ah);
+    }
+  }
+};
+// vec_dot's order for one token (decode: llama.cpp's, bit for bit); a call
+// of several tokens that did not ask for gemm_order (the experts' prefill,
+// which llama.cpp also multiplies with vec_dot) keeps the one-accumulator
+// tile, whose registers hold 4 tokens: the vec_dot tile at 4 tokens ran
+// BF16 prefill 30-45% slower (tandem-bench-moe, 256 tokens).
+void bf16_rows(const RowDotParams& p) {
+  if (p.gemm_order || p.n_tokens > 1)
+    drive<Bf16Tile>(p);
+  else
+    drive<Bf16VecDotTile>(p);
+}
 
 #if defined(__AVX512VBMI__)
 // FP8 -> bf16 through two 128-entry byte tables (vpermi2b): the high and the
@@ -278,6 +415,7 @@ struct Fp8Tile {
 };
 #else
 template <int R, int T> using Bf16Tile = Widened<LoadBf16>::template Tile<R, T>;
+void bf16_rows(const RowDotParams& p) { drive<Bf16Tile>(p); }
 
 struct LoadFp8 {
   static constexpr int kBytes = 1;
@@ -356,8 +494,8 @@ struct Fp8Tile {
 
 RowDotFn find_float(DType wtype) {
   switch (wtype) {
-    case DType::kF32: return drive<F32Tile>;
-    case DType::kBF16: return drive<Bf16Tile>;
+    case DType::kF32: return f32_rows;
+    case DType::kBF16: return bf16_rows;
     case DType::kF8E4M3: return drive<Fp8Tile>;
     default: return nullptr;
   }

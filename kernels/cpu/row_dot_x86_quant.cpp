@@ -428,7 +428,7 @@ struct Q4KGemmOrderTile {
   }
 };
 void q4_k_rows(const RowDotParams& p) {
-  if (p.q4_k_gemm_order)
+  if (p.gemm_order)
     drive<Q4KGemmOrderTile>(p);
   else
     drive<Q4KTile>(p);
