@@ -72,7 +72,7 @@ void Model::init_layers() {
     rope_ = std::make_unique<Rope>(r, RopeStyle::kInterleaved, attn_factor);
     kq_scale_ = m * m / std::sqrt(float(c.mla->qk_nope_head_dim + c.mla->qk_rope_head_dim));
   } else {
-    rope_ = std::make_unique<Rope>(c.rope, RopeStyle::kNeox);
+    rope_ = std::make_unique<Rope>(c.rope, c.arch == Arch::kMixtral ? RopeStyle::kLlamaGguf : RopeStyle::kNeox);
     kq_scale_ = 1.0f / std::sqrt(float(c.head_dim));
   }
 }

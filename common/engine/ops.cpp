@@ -100,8 +100,16 @@ void Rope::apply(float* x, int64_t n_heads, int64_t stride, int64_t pos) const {
   const int64_t n = c_.dims, half = n / 2;
   std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
   fill(pos, cos.data(), sin.data());
+  std::vector<float> head(style_ == RopeStyle::kLlamaGguf ? static_cast<size_t>(n) : 0);
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * stride;
+    if (style_ == RopeStyle::kLlamaGguf) {
+      std::copy(v, v + n, head.begin());
+      for (int64_t i = 0; i < half; ++i) {
+        v[2 * i] = head[size_t(i)];
+        v[2 * i + 1] = head[size_t(i + half)];
+      }
+    }
     for (int64_t i = 0; i < half; ++i) {
       const int64_t a = style_ == RopeStyle::kNeox ? i : 2 * i;
       const int64_t b = style_ == RopeStyle::kNeox ? i + half : 2 * i + 1;

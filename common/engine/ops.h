@@ -30,8 +30,13 @@ float ggml_expf(float x);
 void swiglu(float* g, const float* u, int64_t n);
 
 enum class RopeStyle {
-  kNeox,         // rotate pairs (i, i + n/2): Qwen, Mixtral in HF row order
+  kNeox,         // rotate pairs (i, i + n/2): Qwen
   kInterleaved,  // rotate pairs (2i, 2i + 1): DeepSeek's decoupled rope dims
+  // Mixtral: NEOX's pairs, laid out as llama-arch GGUF rows are (its
+  // converter permutes q/k rows): each head's halves are interleaved first,
+  // x[i] to 2i and x[i + n/2] to 2i + 1, and the pairs (2i, 2i + 1) rotated,
+  // so that the attention adds q.k in llama.cpp's element order.
+  kLlamaGguf,
 };
 
 // Rotary embedding with optional YaRN, precomputed per position on demand.
