@@ -158,6 +158,39 @@ TEST(RowDot, Avx2MatchesGeneric) { check_level(CpuIsa::kAvx2, avx2::find); }
 TEST(RowDot, Avx512MatchesGeneric) { check_level(CpuIsa::kAvx512, avx512::find); }
 TEST(RowDot, Avx512Bf16MatchesGeneric) { check_level(CpuIsa::kAvx512Bf16, avx512bf16::find); }
 
+// A Q4_K dot written out from the blocks' fields: per `n_sub` sub-blocks (32
+// values each) one exact sum of sc_j * isum_j and one of m_j * bsum_j, each
+// added to its own f32 sum with one fma; the two subtracted at the end.
+float q4_k_by_hand(const Problem& p, int64_t r, int64_t t, int n_sub) {
+  const uint8_t* w = p.w.data() + size_t(r) * p.w_stride;
+  const uint8_t* a = p.a.data() + size_t(t) * p.a_stride;
+  float acc = 0, acc_min = 0;
+  for (int64_t b = 0; b < p.cols / 256; ++b) {
+    const uint8_t* wb = w + size_t(b) * sizeof(BlockQ4_K);
+    const uint8_t* ab = a + size_t(b) * sizeof(BlockQ8_K);
+    float dx;
+    std::memcpy(&dx, ab, 4);
+    uint16_t dh, mh;
+    std::memcpy(&dh, wb, 2);
+    std::memcpy(&mh, wb + 2, 2);
+    const auto* xq = reinterpret_cast<const int8_t*>(ab + offsetof(BlockQ8_K, qs));
+    for (int j0 = 0; j0 < 8; j0 += n_sub) {
+      int32_t isum = 0, imin = 0;
+      for (int j = j0; j < j0 + n_sub; ++j) {
+        uint8_t sc, m;
+        k4_scale_min(j, wb + offsetof(BlockQ4_K, scales), &sc, &m);
+        for (int l = 0; l < 32; ++l) {
+          isum += sc * ((wb[offsetof(BlockQ4_K, qs) + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) * xq[32 * j + l];
+          imin += m * xq[32 * j + l];
+        }
+      }
+      acc = std::fma(float(isum), fp16_to_f32(dh) * dx, acc);
+      acc_min = std::fma(float(imin), fp16_to_f32(mh) * dx, acc_min);
+    }
+  }
+  return acc - acc_min;
+}
+
 // llama.cpp's repacked Q4_K GEMM order (gemm_order): every level gives
 // the generic result bit for bit (the same exact integer chunk sums and the
 // same scalar fma chain), and the generic one is the chunked sum written out
@@ -171,41 +204,10 @@ TEST(RowDot, Q4KGemmOrderIsTheSameAtEveryLevelAndChunkedByHand) {
     RowDotParams pr = params(p, y_ref, 0, p.rows);
     pr.gemm_order = true;
     generic::find(DType::kQ4_K)(pr);
-    // By hand, from the blocks' fields.
+    // By hand, from the blocks' fields: one sum per 64-value chunk.
     for (int64_t r = 0; r < p.rows; ++r)
-      for (int64_t t = 0; t < p.tokens; ++t) {
-        const uint8_t* w = p.w.data() + size_t(r) * p.w_stride;
-        const uint8_t* a = p.a.data() + size_t(t) * p.a_stride;
-        float acc = 0, acc_min = 0;
-        for (int64_t b = 0; b < cols / 256; ++b) {
-          const uint8_t* wb = w + size_t(b) * sizeof(BlockQ4_K);
-          const uint8_t* ab = a + size_t(b) * sizeof(BlockQ8_K);
-          float dx;
-          std::memcpy(&dx, ab, 4);
-          uint16_t dh, mh;
-          std::memcpy(&dh, wb, 2);
-          std::memcpy(&mh, wb + 2, 2);
-          const auto* xq = reinterpret_cast<const int8_t*>(ab + offsetof(BlockQ8_K, qs));
-          for (int c = 0; c < 4; ++c) {
-            int32_t isum = 0, imin = 0;
-            for (int h = 0; h < 2; ++h) {
-              const int j = 2 * c + h;
-              uint8_t sc, m;
-              k4_scale_min(j, wb + offsetof(BlockQ4_K, scales), &sc, &m);
-              int32_t dot = 0, xs = 0;
-              for (int l = 0; l < 32; ++l) {
-                dot += ((wb[offsetof(BlockQ4_K, qs) + 32 * c + l] >> (4 * h)) & 0xF) * xq[32 * j + l];
-                xs += xq[32 * j + l];
-              }
-              isum += sc * dot;
-              imin += m * xs;
-            }
-            acc = std::fma(float(isum), fp16_to_f32(dh) * dx, acc);
-            acc_min = std::fma(float(imin), fp16_to_f32(mh) * dx, acc_min);
-          }
-        }
-        ASSERT_EQ(y_ref[size_t(t) * pr.y_row_stride + size_t(r)], acc - acc_min) << "row " << r << " token " << t;
-      }
+      for (int64_t t = 0; t < p.tokens; ++t)
+        ASSERT_EQ(y_ref[size_t(t) * pr.y_row_stride + size_t(r)], q4_k_by_hand(p, r, t, 2)) << "row " << r << " token " << t;
     for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
       if (!supports(detect_cpu_features(), isa)) continue;
       SCOPED_TRACE(std::string(isa_name(isa)));
@@ -236,35 +238,10 @@ TEST(RowDot, KQuantsSumInLlamaCppsX86OrderAtEveryLevel) {
     std::vector<float> y_ref;
     const RowDotParams pr = params(p, y_ref, 0, p.rows);
     generic::find(type)(pr);
-    if (type == DType::kQ4_K) {
+    if (type == DType::kQ4_K) {  // one sum per super-block
       for (int64_t r = 0; r < p.rows; ++r)
-        for (int64_t t = 0; t < p.tokens; ++t) {
-          const uint8_t* w = p.w.data() + size_t(r) * p.w_stride;
-          const uint8_t* a = p.a.data() + size_t(t) * p.a_stride;
-          float acc = 0, acc_min = 0;
-          for (int64_t b = 0; b < p.cols / 256; ++b) {
-            const uint8_t* wb = w + size_t(b) * sizeof(BlockQ4_K);
-            const uint8_t* ab = a + size_t(b) * sizeof(BlockQ8_K);
-            float dx;
-            std::memcpy(&dx, ab, 4);
-            uint16_t dh, mh;
-            std::memcpy(&dh, wb, 2);
-            std::memcpy(&mh, wb + 2, 2);
-            const auto* xq = reinterpret_cast<const int8_t*>(ab + offsetof(BlockQ8_K, qs));
-            int32_t isum = 0, imin = 0;
-            for (int j = 0; j < 8; ++j) {
-              uint8_t sc, m;
-              k4_scale_min(j, wb + offsetof(BlockQ4_K, scales), &sc, &m);
-              for (int l = 0; l < 32; ++l) {
-                isum += sc * ((wb[offsetof(BlockQ4_K, qs) + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) * xq[32 * j + l];
-                imin += m * xq[32 * j + l];
-              }
-            }
-            acc = std::fma(float(isum), fp16_to_f32(dh) * dx, acc);
-            acc_min = std::fma(float(imin), fp16_to_f32(mh) * dx, acc_min);
-          }
-          ASSERT_EQ(y_ref[size_t(t) * pr.y_row_stride + size_t(r)], acc - acc_min) << "row " << r << " token " << t;
-        }
+        for (int64_t t = 0; t < p.tokens; ++t)
+          ASSERT_EQ(y_ref[size_t(t) * pr.y_row_stride + size_t(r)], q4_k_by_hand(p, r, t, 8)) << "row " << r << " token " << t;
     }
     for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
       if (!supports(detect_cpu_features(), isa)) continue;
