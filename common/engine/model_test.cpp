@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "common/engine/sampler.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -21,7 +22,8 @@ namespace {
 class PrefillVsDecode : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PrefillVsDecode, OnePassEqualsTokenByToken) {
-  std::string path = ::testing::TempDir() + "/engine_" + GetParam() + ".gguf";
+  // The pid keeps concurrent test processes (ctest -j) off each other's file.
+  std::string path = ::testing::TempDir() + "/engine_" + GetParam() + "_" + std::to_string(getpid()) + ".gguf";
   genmodel::GenOptions o;
   o.config = genmodel::preset_config(genmodel::arch_from_name(GetParam()), "tiny");
   o.progress = false;
@@ -56,7 +58,10 @@ class BatchedSequences : public ::testing::TestWithParam<std::tuple<const char*,
 
 TEST_P(BatchedSequences, EqualRunningEachAlone) {
   auto [arch, dtype, fast] = GetParam();
-  std::string path = ::testing::TempDir() + "/batch_" + arch + "_" + std::string(name(dtype)) + ".gguf";
+  // One file per test process: the fast and generic instances of a model run
+  // side by side under ctest -j and must not rewrite each other's file.
+  std::string path = ::testing::TempDir() + "/batch_" + arch + "_" + std::string(name(dtype)) + "_" +
+                     std::to_string(getpid()) + ".gguf";
   genmodel::GenOptions o;
   o.config = genmodel::preset_config(genmodel::arch_from_name(arch), "tiny");
   o.dtype = dtype;

@@ -51,6 +51,7 @@ std::vector<std::string> fixture_tokenizer_paths() {
   std::vector<std::string> paths;
   for (const char* folder : {"qwen3moe", "qwen2moe", "mixtral", "deepseek3", "deepseek3-fp8"}) {
     const fs::path dir = fs::path(fixtures()) / folder;
+    if (!fs::is_directory(dir)) continue;  // no fixtures beside this checkout: the tests skip
     if (fs::exists(dir / "hf")) paths.push_back((dir / "hf").string());
     for (const auto& e : fs::directory_iterator(dir))
       if (e.path().extension() == ".gguf") paths.push_back(e.path().string());
