@@ -260,19 +260,13 @@ void bf16_vec_dot(int64_t cols, const uint8_t* const* w, const uint8_t* const* a
       out[i][j] = float(sum + tail);
     }
 }
-// Twice the accumulators of Bf16Tile: a tile of more than 8 dots runs as two
-// halves of its rows, so they stay in registers (each weight byte is still
-// loaded once per tile).
+// Only one-token calls come here (bf16_rows), so a tile holds at most R * 2
+// accumulators.
 template <int R, int T>
 struct Bf16VecDotTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
-    if constexpr (R * T <= 8) {
-      bf16_vec_dot<R, T>(p.cols, w, a, out, ah);
-    } else {
-      bf16_vec_dot<R / 2, T>(p.cols, w, a, out, ah);
-      bf16_vec_dot<R - R / 2, T>(p.cols, w + R / 2, a, out + R / 2, ah);
-    }
+    bf16_vec_dot<R, T>(p.cols, w, a, out, ah);
   }
 };
 // vec_dot's order for one token (decode: llama.cpp's, bit for bit); a call
