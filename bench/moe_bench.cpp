@@ -13,7 +13,11 @@
 //     e % slots), so every expert's bytes come from DRAM.
 // Bandwidth and peak are the best of --reps passes (as STREAM reports); the
 // layer rows are medians over --reps repetitions.
-// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level.
+// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K is
+// stored as the loader stores it on this machine (q4_k_x4 from avx512 up,
+// "q4_k/x4" in the table); --rowmajor keeps the plain rows. --hot skips the
+// read before each repetition (with a small --pool-gib: the kernels' speed
+// with weights in cache, their compute ceiling).
 #include <immintrin.h>
 #include <sys/mman.h>
 
@@ -32,6 +36,7 @@
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/weight_layout.h"
 
 namespace tk = tandem::kernels;
 using tandem::DType;
@@ -132,6 +137,8 @@ struct Options {
   double pool_gib = 2.0;
   int reps = 7;
   double read_gib = 2.0;
+  bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
+  bool rowmajor = false;  // keep Q4_K in rowmajor where the arena would repack it
   std::vector<DType> types = {DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K};
   std::vector<int64_t> batches = {1, 2, 4, 8, 32, 256};
   std::vector<std::string> shapes = {"deepseek-v3", "qwen3-30b-a3b"};
@@ -221,6 +228,11 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
     std::memcpy(dst + off, rows.data(), std::min(rows.size(), bytes - off));
 }
 
+tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, bool rowmajor) {
+  return type == DType::kQ4_K && !rowmajor && isa >= tk::CpuIsa::kAvx512 ? tk::WeightLayout::kQ4KX4
+                                                                          : tk::WeightLayout::kRowMajor;
+}
+
 void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType type,
                  const Options& o, const Buffer& probe, ReadPattern rp, bool avx512, double peak) {
   tk::MoeShape s;
@@ -250,6 +262,14 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     std::vector<uint8_t> one(per_expert);
     fill_weights(type, sd.hidden, one.data(), 2 * gu_bytes, rng);
     fill_weights(type, sd.ffn, one.data() + 2 * gu_bytes, d_bytes, rng);
+    // The layout the loader gives these weights on this machine (arena.h).
+    const tk::WeightLayout l = arena_layout(type, isa, o.rowmajor);
+    if (l != tk::WeightLayout::kRowMajor) {
+      tk::repack_rows(l, type, one.data(), sd.ffn, sd.hidden);
+      tk::repack_rows(l, type, one.data() + gu_bytes, sd.ffn, sd.hidden);
+      tk::repack_rows(l, type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
+      s.gate_up_layout = s.down_layout = l;
+    }
     for (int64_t e = 0; e < slots; ++e) std::memcpy(weights.p + per_expert * size_t(e), one.data(), per_expert);
     for (int64_t e = 0; e < s.n_experts; ++e) {
       uint8_t* base = weights.p + per_expert * size_t(e % slots);
@@ -286,7 +306,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       }
       tk::MoeBatch b{batch, int(top_k), x.data(), size_t(sd.hidden), ids.data(), w.data(), y.data(),
                      size_t(sd.hidden)};
-      const double bw = read_once(pool, pool.size(), probe, rp, avx512);
+      const double bw = o.hot ? 1.0 : read_once(pool, pool.size(), probe, rp, avx512);
       const double t0 = now();
       tk::moe_forward(k, pool, s, experts.data(), b, wsp, ws.size() - 64);
       const double dt = now() - t0;
@@ -300,8 +320,10 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     }
     const double t = median(times);
     const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
+    std::string tname(tandem::name(type));
+    if (s.gate_up_layout != tk::WeightLayout::kRowMajor) tname += "/x4";
     std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %9.1f %6.1f%%\n", sd.name.c_str(),
-                std::string(tandem::name(type)).c_str(), (long long)batch,
+                tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),
                 100.0 * median(ratios), flops / t / 1e9, peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0);
     std::fflush(stdout);
@@ -331,6 +353,8 @@ Options parse(int argc, char** argv) {
     if (a == "--pool-gib") o.pool_gib = std::stod(value());
     else if (a == "--read-gib") o.read_gib = std::stod(value());
     else if (a == "--reps") o.reps = std::stoi(value());
+    else if (a == "--hot") o.hot = true;
+    else if (a == "--rowmajor") o.rowmajor = true;
     else if (a == "--types") {
       o.types.clear();
       for (const auto& t : split(value())) {
@@ -346,7 +370,8 @@ Options parse(int argc, char** argv) {
     } else {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
                           "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
-                          "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N]");
+                          "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
+                          "[--hot] [--rowmajor]");
     }
   }
   return o;

@@ -7,6 +7,7 @@
 #include "common/shm/numa.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/weight_layout.h"
 #include "launcher/expert_graph.h"
 #include "services/gpu_worker/local_experts.h"
 
@@ -17,12 +18,13 @@ InProcessGraph::InProcessGraph(const std::string& model, int expert_workers, int
   auto src = ModelSource::open(model);
   const ModelConfig c = src->config();
   if (c.moe.n_experts == 0) fail(ErrorKind::kUnsupported, "{} has no routed experts to split", model);
+  const kernels::CpuIsa isa = kernels::choose_isa_from_environment();
   arena::BuildOptions b;
   b.worker_nodes = plan_worker_nodes(expert_workers, numa_node_count());
+  b.repack_q4_k = kernels::q4_k_x4_pays_off(isa);  // as the loader decides
   arena::BuildStats stats;
   arena_ = std::make_unique<arena::Arena>(arena::Arena::open_or_build(run_.file("arena"), *src, b, &stats));
   src.reset();  // the arena holds every weight now
-  const kernels::CpuIsa isa = kernels::choose_isa_from_environment();
   gpu::LocalExpertsOptions lo;
   lo.tokens_per_chunk = tokens_per_chunk;
   lo.isa = isa;

@@ -9,6 +9,7 @@
 
 #include "common/arena/proto_dtype.h"
 #include "common/error.h"
+#include "kernels/cpu/weight_layout.h"
 #include "proto/manifest.capnp.h"
 
 namespace tandem::arena {
@@ -80,6 +81,8 @@ Arena Arena::open(const std::string& path) {
         t.worker = e.getWorker();
         t.node = e.getNumaNode();
         t.layout = e.getLayout();
+        if (!kernels::layout_from_name(t.layout))
+          fail_invalid("tensor {}: unknown layout '{}'", t.name, t.layout);
         t.slice_begin = e.getSliceBegin();
         t.slice_end = e.getSliceEnd();
         for (uint64_t d : e.getShape()) t.shape.push_back(d);

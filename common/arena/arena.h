@@ -38,7 +38,7 @@ struct ArenaTensor {
   int node = -1;                   // physical NUMA node it is bound to, -1: none
   DType dtype = DType::kF32;
   std::vector<uint64_t> shape;     // stored (slice) shape, row-major
-  std::string layout;              // kernel layout, "rowmajor"
+  std::string layout;              // kernel layout (kernels/cpu/weight_layout.h)
   uint64_t slice_begin = 0, slice_end = 0;  // F range of an expert slice
   std::span<const std::byte> bytes;
 };
@@ -55,6 +55,9 @@ struct BuildOptions {
   // Alignment of tensors and regions; 0 picks the file system's page size
   // (the huge page size on hugetlbfs).
   uint64_t alignment = 0;
+  // Store routed Q4_K expert slices as q4_k_x4 (arena_plan.h); the loader
+  // asks for it when the CPU runs the AVX-512 kernels.
+  bool repack_q4_k = false;
   // Called about once a second while building, and once at the end; when
   // empty, progress is logged (bytes, rate, ETA).
   std::function<void(const BuildProgress&)> on_progress;

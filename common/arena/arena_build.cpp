@@ -29,6 +29,7 @@
 #include "common/shm/numa.h"
 #include "common/shm/process.h"
 #include "common/shm/run_dir.h"
+#include "kernels/cpu/weight_layout.h"
 #include "proto/manifest.capnp.h"
 
 namespace tandem::arena {
@@ -108,6 +109,11 @@ void write_tensor(const MappedTensor& t, const std::vector<const Placement*>& ds
     }
     progress.add(row_bytes);
   });
+  // Then each placement's layout, matrix by matrix (groups never cross one).
+  for (const Placement* p : dst)
+    if (p->layout != kernels::WeightLayout::kRowMajor)
+      kernels::repack_rows(p->layout, p->dtype, reinterpret_cast<uint8_t*>(base + p->offset),
+                           int64_t(p->shape[0] * p->shape[1]), int64_t(p->shape[2]));
 }
 
 kj::Array<capnp::word> make_manifest(const ArenaPlan& plan, const ModelSource& src,
@@ -140,7 +146,7 @@ kj::Array<capnp::word> make_manifest(const ArenaPlan& plan, const ModelSource& s
     for (size_t d = 0; d < p.shape.size(); ++d) shape.set(unsigned(d), p.shape[d]);
     e.setOffset(p.offset);
     e.setBytes(p.bytes);
-    e.setLayout("rowmajor");
+    e.setLayout(std::string(kernels::layout_name(p.layout)));
     e.setNumaNode(p.node);
     e.setWorker(p.worker);
     e.setSliceBegin(p.slice_begin);
@@ -177,7 +183,7 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
     const std::string dir = parent_dir(path);
     const uint64_t alignment = options.alignment ? options.alignment : default_alignment(dir);
     ModelIdentity id = identify_files(src.files());
-    ArenaPlan plan = plan_arena(src.tensors(), options.worker_nodes, alignment);
+    ArenaPlan plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_q4_k);
     kj::Array<capnp::word> manifest = make_manifest(plan, src, id);
     const uint64_t manifest_bytes = manifest.asBytes().size();
     const uint64_t file_bytes = align_up(plan.data_end + manifest_bytes, alignment);
@@ -268,7 +274,7 @@ Arena Arena::open_or_build(const std::string& path, const ModelSource& src,
   BuildStats& s = stats ? *stats : local;
   const uint64_t alignment = options.alignment ? options.alignment : default_alignment(parent_dir(path));
   const uint64_t want_model = identify_files(src.files()).hash;
-  const uint64_t want_plan = plan_arena(src.tensors(), options.worker_nodes, alignment).hash;
+  const uint64_t want_plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_q4_k).hash;
   std::string why;
   try {
     Arena a = open(path);

@@ -9,10 +9,13 @@
 // computes silu(gate) * up for its F range and a partial sum of down that the
 // requester adds up. F ranges are whole quantisation blocks of down's type.
 //
-// Stored types are what the CPU kernels consume (layout "rowmajor"): a
-// tensor's own type where the map keeps whole source rows (gathers included),
-// F32 where it transposes or applies FP8 block scales, and F32 for 1-D
-// tensors (norms, biases).
+// Stored types are what the CPU kernels consume: a tensor's own type where
+// the map keeps whole source rows (gathers included), F32 where it transposes
+// or applies FP8 block scales, and F32 for 1-D tensors (norms, biases).
+// Layouts (kernels/cpu/weight_layout.h): "rowmajor", except routed Q4_K
+// expert slices when the plan asks to repack them (repack_q4_k: the expert
+// workers' CPUs have the AVX-512 kernel for it), which become "q4_k_x4"
+// wherever their row count allows.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@
 
 #include "common/dtype.h"
 #include "common/model/tensor_map.h"
+#include "kernels/cpu/weight_layout.h"
 
 namespace tandem::arena {
 
@@ -37,6 +41,7 @@ struct Placement {
   int node = -1;                   // physical NUMA node, -1: not bound
   SplitAxis split = SplitAxis::kNone;
   uint64_t slice_begin = 0, slice_end = 0;  // F range of a split expert tensor
+  kernels::WeightLayout layout = kernels::WeightLayout::kRowMajor;
 };
 
 struct Region {
@@ -51,7 +56,7 @@ struct ArenaPlan {
   Region dense;
   std::vector<Region> workers;     // one per worker
   uint64_t data_end = 0;           // manifest starts here
-  uint64_t hash = 0;               // of worker nodes, alignment, layout version
+  uint64_t hash = 0;               // of worker nodes, alignment, layouts
   uint64_t tensor_bytes() const;
 };
 
@@ -62,7 +67,8 @@ bool is_routed_expert(const std::string& name);
 
 // worker_nodes: the physical NUMA node of each expert worker (at least one).
 // alignment: of every tensor and region (the page or huge page size).
+// repack_q4_k: store routed Q4_K expert slices as q4_k_x4 (see above).
 ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
-                     uint64_t alignment);
+                     uint64_t alignment, bool repack_q4_k = false);
 
 }  // namespace tandem::arena

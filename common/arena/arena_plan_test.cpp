@@ -88,6 +88,24 @@ TEST(ArenaPlan, HashFollowsWorkersNodesAndAlignment) {
   EXPECT_THROW(plan_arena(map, {0}, 3000), Error);
 }
 
+TEST(ArenaPlan, RepackingQ4KChangesOnlyTheExpertLayoutsAndTheHash) {
+  auto src = tiny_model(DType::kQ4_K, "q4k-x4");
+  const TensorMap& map = src->tensors();
+  const ArenaPlan plain = plan_arena(map, {0, 0}, 4096), x4 = plan_arena(map, {0, 0}, 4096, true);
+  EXPECT_NE(plain.hash, x4.hash);
+  ASSERT_EQ(plain.placements.size(), x4.placements.size());
+  int repacked = 0;
+  for (size_t i = 0; i < x4.placements.size(); ++i) {
+    const Placement& p = x4.placements[i];
+    EXPECT_EQ(plain.placements[i].layout, kernels::WeightLayout::kRowMajor) << p.name;
+    EXPECT_EQ(p.offset, plain.placements[i].offset) << p.name;  // same bytes, other order
+    const bool fits = p.worker >= 0 && p.dtype == DType::kQ4_K && p.shape[1] > 0 && p.shape[1] % 4 == 0;
+    EXPECT_EQ(p.layout, fits ? kernels::WeightLayout::kQ4KX4 : kernels::WeightLayout::kRowMajor) << p.name;
+    repacked += fits;
+  }
+  EXPECT_GT(repacked, 0);
+}
+
 TEST(ArenaPlan, StoredTypes) {
   auto src = tiny_model(DType::kQ4_K, "q4k");
   for (const MappedTensor& t : src->tensors().tensors()) {

@@ -20,6 +20,7 @@
 #include "common/model/model_source.h"
 #include "common/shm/numa.h"
 #include "common/shm/run_dir.h"
+#include "kernels/cpu/weight_layout.h"
 #include "tools/gen_model/gen_model.h"
 
 namespace tandem::arena {
@@ -143,6 +144,41 @@ TEST_F(ArenaTest, MatchesTheEngineWeightsForEveryTypeAndSplit) {
     EXPECT_EQ(a.source_is_hf(), c.format == genmodel::OutFormat::kHf);
     expect_matches_engine(a, *src);
   }
+}
+
+// With repack_q4_k, routed Q4_K slices are stored as q4_k_x4: the manifest
+// says so, and each slice is exactly the rowmajor slice repacked; every
+// other tensor is unchanged, and the plan (so the adoption check) differs.
+TEST_F(ArenaTest, Q4KExpertSlicesAreRepackedWhenAsked) {
+  auto src = ModelSource::open(make_model(Arch::kQwen3Moe, DType::kQ4_K, genmodel::OutFormat::kGguf, "x4"));
+  BuildOptions plain, x4;
+  plain.worker_nodes = x4.worker_nodes = {0, 0};
+  x4.repack_q4_k = true;
+  Arena::build(run_.file("plain"), *src, plain);
+  Arena::build(run_.file("x4"), *src, x4);
+  Arena a = Arena::open(run_.file("plain")), b = Arena::open(run_.file("x4"));
+  EXPECT_NE(a.header().plan_hash, b.header().plan_hash);
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  int repacked = 0;
+  for (size_t i = 0; i < a.tensors().size(); ++i) {
+    const ArenaTensor &p = a.tensors()[i], &q = b.tensors()[i];
+    SCOPED_TRACE(q.name + " worker " + std::to_string(q.worker));
+    ASSERT_EQ(p.name, q.name);
+    EXPECT_EQ(p.layout, "rowmajor");
+    std::vector<uint8_t> want(reinterpret_cast<const uint8_t*>(p.bytes.data()),
+                              reinterpret_cast<const uint8_t*>(p.bytes.data()) + p.bytes.size());
+    if (q.worker >= 0 && q.dtype == DType::kQ4_K) {
+      EXPECT_EQ(q.layout, "q4_k_x4");
+      kernels::repack_rows(kernels::WeightLayout::kQ4KX4, q.dtype, want.data(),
+                           int64_t(q.shape[0] * q.shape[1]), int64_t(q.shape[2]));
+      ++repacked;
+    } else {
+      EXPECT_EQ(q.layout, "rowmajor");
+    }
+    ASSERT_EQ(q.bytes.size(), want.size());
+    EXPECT_EQ(std::memcmp(q.bytes.data(), want.data(), want.size()), 0);
+  }
+  EXPECT_GT(repacked, 0);
 }
 
 TEST_F(ArenaTest, TwoVirtualNodesEachSliceOnceAndBoundWherePossible) {

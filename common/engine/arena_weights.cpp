@@ -14,6 +14,9 @@ ModelWeights ModelWeights::from_arena(const arena::Arena& a) {
   ModelWeights w;
   for (const arena::ArenaTensor& t : a.tensors()) {
     if (t.worker >= 0) continue;
+    if (t.layout != "rowmajor")
+      fail(ErrorKind::kInternal, "arena {}: dense tensor {} is stored as {}; the engine reads rowmajor only",
+           a.path(), t.name, t.layout);
     auto out = std::make_unique<Weight>();
     out->name_ = t.name;
     out->shape_ = t.shape;

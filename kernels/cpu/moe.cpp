@@ -46,8 +46,10 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
                                           info(row_dot_activation_type(s.down_type)).block_elems);
   const double gu_row = double(*bytes_for(s.gate_up_type, uint64_t(s.hidden)));
   const double d_row = double(*bytes_for(s.down_type, uint64_t(s.ffn)));
-  l.chunk_a = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / (2 * gu_row))), block);
-  l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, block));
+  // q4_k_x4 gate/up rows come in groups of 4 (block is a power of two).
+  const int64_t a_step = s.gate_up_layout == WeightLayout::kRowMajor ? block : std::max<int64_t>(block, kQ4KX4Rows);
+  l.chunk_a = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / (2 * gu_row))), a_step);
+  l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, a_step));
   l.chunk_b = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / d_row)), 4);
   l.chunk_b = std::min(l.chunk_b, round_up(s.hidden, 4));
   l.tasks_a = (s.ffn + l.chunk_a - 1) / l.chunk_a;
@@ -132,6 +134,7 @@ struct Job {
     p.y_row_stride = size_t(s->ffn);
     p.row_begin = f0;
     p.row_end = f1;
+    p.layout = s->gate_up_layout;
     p.then_rows = x.up + size_t(f0) * s->gate_up_row_stride;
     k->gate_up(p);
     p.then_rows = nullptr;
@@ -145,7 +148,7 @@ struct Job {
     const size_t off = size_t(*bytes_for(act, uint64_t(f0)));
     convert_row_dot_activations(s->down_type, g + f0, size_t(s->ffn), m, f1 - f0,
                                 at<uint8_t>(l->ha) + size_t(s0) * l->ha_row + off, l->ha_row,
-                                k->isa);
+                                k->isa, s->down_layout);
   }
 
   void task_b(int64_t e_idx, int64_t chunk) const {
@@ -156,6 +159,7 @@ struct Job {
     const MoeExpert& x = experts[e];
     RowDotParams p = rows(s->down_type, x.down, s->down_row_stride, s->hidden, s->ffn,
                           x.down_scales, s->down_scale_stride);
+    p.layout = s->down_layout;
     p.a = at<uint8_t>(l->ha) + size_t(s0) * l->ha_row;
     p.a_row_bytes = l->ha_row;
     p.n_tokens = m;
@@ -171,7 +175,7 @@ struct Job {
     for (int64_t t = index; t < b->n_tokens; t += n_threads)
       convert_row_dot_activations(s->gate_up_type, b->x + size_t(t) * b->x_row_stride, 0, 1,
                                   s->hidden, at<uint8_t>(l->xa) + size_t(t) * l->xa_row, l->xa_row,
-                                  k->isa);
+                                  k->isa, s->gate_up_layout);
     barrier(1, n_threads);
     // 2. tasks
     const Task* tasks = at<Task>(l->tasks);
@@ -217,6 +221,13 @@ void moe_check_shape(const MoeShape& s) {
       s.down_row_stride < *bytes_for(s.down_type, uint64_t(s.ffn)))
     fail(ErrorKind::kInternal, "moe layer: row strides {} / {} smaller than a row",
          s.gate_up_row_stride, s.down_row_stride);
+  auto check_layout = [](const char* what, WeightLayout l, DType t, int64_t rows, int64_t cols, size_t stride) {
+    if (l != WeightLayout::kRowMajor && (!layout_fits(l, t, rows, cols) || stride != *bytes_for(t, uint64_t(cols))))
+      fail_invalid("moe layer: {} is stored as {}, which cannot hold {} x {} {} with a row stride of {} bytes",
+                   what, layout_name(l), rows, cols, name(t), stride);
+  };
+  check_layout("gate/up", s.gate_up_layout, s.gate_up_type, s.ffn, s.hidden, s.gate_up_row_stride);
+  check_layout("down", s.down_layout, s.down_type, s.hidden, s.ffn, s.down_row_stride);
 }
 
 MoeKernels moe_kernels(CpuIsa isa, const MoeShape& s) {

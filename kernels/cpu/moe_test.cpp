@@ -280,3 +280,51 @@ TEST(MoeLayer, NoExpertOnThisWorkerGivesZeros) {
 
 }  // namespace
 }  // namespace tandem::kernels
+
+namespace tandem::kernels {
+namespace {
+
+// Q4_K experts stored as q4_k_x4 (the arena's layout for them where the
+// CPU has AVX-512) give the rowmajor layer bit for bit, at every level and
+// thread count, with down in Q4_K too or in Q6_K as Q4_K_M files keep it.
+TEST(MoeLayer, Q4KX4LayoutGivesTheRowmajorLayerBitForBit) {
+  for (DType down : {DType::kQ4_K, DType::kQ6_K}) {
+    SCOPED_TRACE(std::string("down ") + std::string(name(down)));
+    const Layer L = make_layer(DType::kQ4_K, down, 512, 768, 6, 31);
+    Layer X = L;
+    auto repack = [](std::vector<uint8_t>& m, int64_t rows, int64_t cols) {
+      repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, m.data(), rows, cols);
+    };
+    for (size_t e = 0; e < X.gate.size(); ++e) {
+      repack(X.gate[e], 768, 512);
+      repack(X.up[e], 768, 512);
+      if (down == DType::kQ4_K) repack(X.down[e], 512, 768);
+      X.experts[e] = {X.gate[e].data(), X.up[e].data(), X.down[e].data(), nullptr, nullptr, nullptr};
+    }
+    X.shape.gate_up_layout = WeightLayout::kQ4KX4;
+    if (down == DType::kQ4_K) X.shape.down_layout = WeightLayout::kQ4KX4;
+    for (int64_t tokens : {1, 3, 9}) {
+      const Routing r = make_routing(tokens, 3, 512, 6, uint32_t(40 + tokens));
+      const std::vector<float> want = run_layer(L, r, CpuIsa::kGeneric, 1);
+      for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+        if (!supports(detect_cpu_features(), isa)) continue;
+        SCOPED_TRACE(std::string(isa_name(isa)) + ", " + std::to_string(tokens) + " tokens");
+        EXPECT_EQ(run_layer(X, r, isa, 2), want);
+        EXPECT_EQ(run_layer(L, r, isa, 2), want);
+      }
+    }
+  }
+}
+
+TEST(MoeLayer, LayoutsTheTypesCannotTakeAreRefused) {
+  Layer L = make_layer(DType::kQ6_K, DType::kQ6_K, 256, 256, 2, 3);
+  L.shape.gate_up_layout = WeightLayout::kQ4KX4;
+  EXPECT_THROW(moe_check_shape(L.shape), Error);
+  Layer M = make_layer(DType::kQ4_K, DType::kQ4_K, 256, 256, 2, 3);
+  M.shape.down_layout = WeightLayout::kQ4KX4;
+  M.shape.down_row_stride += 64;  // groups need contiguous rows
+  EXPECT_THROW(moe_check_shape(M.shape), Error);
+}
+
+}  // namespace
+}  // namespace tandem::kernels

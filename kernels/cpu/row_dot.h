@@ -24,6 +24,7 @@
 
 #include "common/dtype.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/weight_layout.h"
 
 namespace tandem::kernels {
 
@@ -56,6 +57,10 @@ struct RowDotParams {
   // BF16, tinyBLAS's one vdpbf16ps accumulator (the generic and avx512bf16
   // levels). No effect on other types.
   bool gemm_order = false;
+  // How w is stored (weight_layout.h). q4_k_x4: row_begin and row_end are
+  // multiples of 4, w_row_stride is the row length, and the activations
+  // were converted for that layout (convert_row_dot_activations).
+  WeightLayout layout = WeightLayout::kRowMajor;
 };
 
 using RowDotFn = void (*)(const RowDotParams&);
@@ -77,10 +82,12 @@ size_t row_dot_activation_bytes(DType wtype, int64_t cols);
 // (quantize.h), so the generic variant reproduces llama.cpp; bf16 uses the
 // level's vec_ops.h conversion (bit-identical at every level). `out` needs
 // no alignment (bf16 rows are written as uint16_t). Activations fed to
-// quantised weights must be finite.
+// quantised weights must be finite. `layout`: the weights' (q4_k_x4 permutes
+// each Q8_K block to match).
 void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_stride,
                                  int64_t n_tokens, int64_t cols, uint8_t* out,
-                                 size_t out_row_bytes, CpuIsa isa = CpuIsa::kGeneric);
+                                 size_t out_row_bytes, CpuIsa isa = CpuIsa::kGeneric,
+                                 WeightLayout layout = WeightLayout::kRowMajor);
 
 // The kernel of `isa` for `wtype`: the variant's own, or the best lower
 // level's where that variant has none for the type (every type has a generic

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "common/error.h"
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/row_dot.h"
 #include "kernels/cpu/vec_ops.h"
@@ -17,7 +19,45 @@
 namespace tandem::kernels {
 namespace {
 
+void rows_matmul(const RowDotParams& p);
+
+// q4_k_x4 (weight_layout.h), the reference way: each group of 4 rows back to
+// rowmajor, each token's activations back to plain Q8_K, then rows_matmul.
+void rows_q4_k_x4(const RowDotParams& p) {
+  const size_t row_bytes = p.w_row_stride, nb = size_t(p.cols / kQK_K);
+  const size_t a_bytes = row_dot_activation_bytes(p.wtype, p.cols);
+  std::vector<uint8_t> w(4 * row_bytes), a(a_bytes * size_t(p.n_tokens));
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    std::memcpy(a.data() + size_t(t) * a_bytes, activation_row(p, t), a_bytes);
+    q4_k_x4_unpermute_activations(a.data() + size_t(t) * a_bytes, p.cols);
+  }
+  std::vector<float> y(4 * size_t(p.n_tokens));
+  for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += 4) {
+    const uint8_t* group = p.w + size_t(r0) * row_bytes;
+    for (size_t b = 0; b < nb; ++b) {
+      uint8_t* rows4[4];
+      for (int r = 0; r < 4; ++r) rows4[r] = w.data() + size_t(r) * row_bytes + b * sizeof(BlockQ4_K);
+      q4_k_x4_unpack_block(group + b * kQ4KX4GroupBlock, rows4);
+    }
+    RowDotParams q = p;
+    q.layout = WeightLayout::kRowMajor;
+    q.w = w.data();
+    q.rows = 4;
+    q.row_begin = 0;
+    q.row_end = 4;
+    q.a = a.data();
+    q.a_rows = nullptr;
+    q.a_row_bytes = a_bytes;
+    q.y = y.data();
+    q.y_row_stride = 4;
+    rows_matmul(q);
+    for (int64_t t = 0; t < p.n_tokens; ++t)
+      for (int r = 0; r < 4; ++r) p.y[size_t(t) * p.y_row_stride + size_t(r0 + r)] = y[size_t(t) * 4 + size_t(r)];
+  }
+}
+
 void rows_matmul(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kQ4KX4) return rows_q4_k_x4(p);
   const bool f32 = p.wtype == DType::kF32;
   const size_t a_bytes = f32 ? 0 : row_dot_activation_bytes(p.wtype, p.cols);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
@@ -99,7 +139,7 @@ size_t row_dot_activation_bytes(DType wtype, int64_t cols) {
 
 void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_stride,
                                  int64_t n_tokens, int64_t cols, uint8_t* out,
-                                 size_t out_row_bytes, CpuIsa isa) {
+                                 size_t out_row_bytes, CpuIsa isa, WeightLayout layout) {
   const VecOps ops = vec_ops_for(isa);
   const DType act = row_dot_activation_type(wtype);
   const size_t need = row_dot_activation_bytes(wtype, cols);
@@ -117,6 +157,7 @@ void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_strid
       case DType::kQ8_K: ops.quantize_q8_k(xt, o, cols); break;
       default: quantize_activations(act, xt, o, size_t(cols)); break;
     }
+    if (layout == WeightLayout::kQ4KX4) q4_k_x4_permute_activations(o, cols);
   }
 }
 
@@ -164,6 +205,14 @@ void row_dot_check(const RowDotParams& p) {
   if (p.n_tokens > 1 && p.y_row_stride < size_t(p.rows))
     fail(ErrorKind::kInternal, "row dot {}: output row stride {} < {} rows", tn, p.y_row_stride,
          p.rows);
+  if (p.layout != WeightLayout::kRowMajor) {
+    if (!layout_fits(p.layout, p.wtype, p.rows, p.cols) || p.row_begin % kQ4KX4Rows != 0 ||
+        p.row_end % kQ4KX4Rows != 0 || p.w_row_stride != *w_row || p.gemm_order)
+      fail(ErrorKind::kInternal,
+           "row dot {}: layout {} needs rows in groups of 4 and whole super-blocks, contiguous, "
+           "in the GEMV order (rows [{}, {}) of {}, {} columns, row stride {})",
+           tn, layout_name(p.layout), p.row_begin, p.row_end, p.rows, p.cols, p.w_row_stride);
+  }
   if (p.wtype == DType::kF8E4M3) {
     const size_t blocks = size_t((p.cols + kFp8ScaleBlock - 1) / kFp8ScaleBlock);
     if (!p.scales) fail(ErrorKind::kInternal, "row dot f8_e4m3: no block scales");

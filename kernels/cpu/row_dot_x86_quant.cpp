@@ -428,7 +428,9 @@ struct Q4KGemmOrderTile {
   }
 };
 void q4_k_rows(const RowDotParams& p) {
-  if (p.gemm_order)
+  if (p.layout == WeightLayout::kQ4KX4)
+    q4_k_x4_rows(p);
+  else if (p.gemm_order)
     drive<Q4KGemmOrderTile>(p);
   else
     drive<Q4KTile>(p);

@@ -33,6 +33,12 @@ std::vector<MatrixView> expert_views(const arena::ArenaTensor& t, bool f32_activ
   return out;
 }
 
+kernels::WeightLayout layout_of(const arena::Arena& a, const arena::ArenaTensor& t) {
+  auto l = kernels::layout_from_name(t.layout);
+  if (!l) fail(ErrorKind::kInvalidInput, "arena {}: tensor {} has unknown layout '{}'", a.path(), t.name, t.layout);
+  return *l;
+}
+
 }  // namespace
 
 ExpertCompute::ExpertCompute(const arena::Arena& a, const ComputeOptions& o, kernels::ThreadPool& pool)
@@ -72,6 +78,10 @@ ExpertCompute::ExpertCompute(const arena::Arena& a, const ComputeOptions& o, ker
     s.n_experts = n_experts_;
     s.gate_up_row_stride = L->gate[0].row_stride;
     s.down_row_stride = L->down[0].row_stride;
+    s.gate_up_layout = layout_of(a, *g);
+    s.down_layout = layout_of(a, *d);
+    if (layout_of(a, *u) != s.gate_up_layout)
+      fail(ErrorKind::kInternal, "arena {}: layer {} stores gate and up in different layouts", a.path(), l);
     bool fused = !hf && g->dtype == u->dtype && s.ffn > 0;
     if (fused) {
       try {
@@ -82,6 +92,10 @@ ExpertCompute::ExpertCompute(const arena::Arena& a, const ComputeOptions& o, ker
         fused = false;
       }
     }
+    if (!fused && (s.gate_up_layout != kernels::WeightLayout::kRowMajor ||
+                   s.down_layout != kernels::WeightLayout::kRowMajor))
+      fail(ErrorKind::kInternal, "arena {}: layer {} has repacked experts that only the fused kernel reads",
+           a.path(), l);
     fused_ = fused_ && fused;
     if (fused) {
       L->kernels = kernels::moe_kernels(isa_, s);

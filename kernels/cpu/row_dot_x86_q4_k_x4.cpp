@@ -1,0 +1,220 @@
+// Q4_K in the q4_k_x4 layout (weight_layout.h) x permuted Q8_K, one level.
+//
+// A 64-byte load at step s holds, for each of a group's 4 rows (one 128-bit
+// lane each), 4 bytes of each 64-value chunk c. Their low nibbles against
+// the activations' 4 bytes of sub-block 2c, and the high ones against 2c+1,
+// go through vpdpbusd into int32 lanes (row r, chunk c): after 8 steps each
+// lane holds one sub-block's exact dot. One vpmulld by the sub-block scales,
+// one vpmaddwd of the mins by Q8_K's bsums, and a short in-lane reduction
+// give each row's exact integer sums for the super-block, which are added
+// with one fma each: llama.cpp's GEMV order, bit for bit (the rowmajor
+// tile needs vpmaddubsw + vpdpwssd and four scale shuffles per row instead;
+// this one reads the same bytes at about twice the rate, row_dot_test).
+// Without VNNI, vpmaddubsw + vpmaddwd stand in for vpdpbusd. The avx2
+// level has no kernel for this layout and takes the generic one.
+#include "kernels/cpu/row_dot_x86_tile.h"
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+#if defined(__AVX512F__)
+namespace {
+
+inline __m512i in_lanes(__m128i v) { return _mm512_broadcast_i32x4(v); }
+inline __m512i broadcast16(const uint8_t* p) {
+  return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+#if defined(__AVX512VNNI__)
+// The high nibbles stay in place (x16): vpdpbusd sums in int32, and the
+// factor is shifted out once per super-block.
+constexpr bool kHighTimes16 = true;
+inline __m512i dot4(__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); }
+#else
+constexpr bool kHighTimes16 = false;  // vpmaddubsw would saturate
+inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+}
+#endif
+
+// Per 128-bit lane (one row's meta: 12 scale bytes, d, dmin): ggml's 6-bit
+// scales and mins to bytes 0..7 and 8..15 (as k4_unpack_vec, four rows at
+// once), then the shuffles that place them where the sums are.
+struct Meta {
+  __m512i c1, k1, k2, c2, even, odd, mins;
+  __m512i halves, pick;
+  Meta()
+      : c1(in_lanes(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11))),
+        k1(in_lanes(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0))),
+        k2(in_lanes(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15))),
+        c2(in_lanes(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7))),
+        even(in_lanes(_mm_setr_epi8(0, -1, -1, -1, 2, -1, -1, -1, 4, -1, -1, -1, 6, -1, -1, -1))),
+        odd(in_lanes(_mm_setr_epi8(1, -1, -1, -1, 3, -1, -1, -1, 5, -1, -1, -1, 7, -1, -1, -1))),
+        mins(in_lanes(_mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1))),
+        halves(_mm512_castsi128_si512(_mm_setr_epi16(6, 7, 14, 15, 22, 23, 30, 31))),
+        pick(_mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0)) {}
+  __m512i unpack(__m512i v) const {
+    const __m512i a = _mm512_shuffle_epi8(v, c1);
+    const __m512i lo = _mm512_and_si512(a, k1);
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi16(a, 4), k2);
+    const __m512i b = _mm512_shuffle_epi8(v, c2);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 2), _mm512_set1_epi8(0x30));
+    return _mm512_or_si512(_mm512_or_si512(lo, top), hi);
+  }
+};
+
+// G groups (4 rows each) x T tokens. acc[g][t] lanes: (sum, min) of row 0..3.
+template <int G, int T>
+void x4_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+             size_t y_row_stride, const int64_t (&row0)[G]) {
+  constexpr int kS = G * T <= 2 ? 2 : 1;  // chains per sum: enough in flight
+  const Meta meta;
+  const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(char(0xF0));
+  __m256 acc[G][T];
+#pragma GCC unroll 4
+  for (auto& row : acc)
+#pragma GCC unroll 4
+    for (auto& v : row) v = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t woff = size_t(b) * kQ4KX4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 9
+      for (size_t o = 0; o < kQ4KX4GroupBlock; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(grp[g] + woff + kPrefetch + o), _MM_HINT_T0);
+    __m512i D[G][T][2][kS];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t)
+#pragma GCC unroll 2
+        for (int i = 0; i < kS; ++i) D[g][t][0][i] = D[g][t][1][i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      __m512i x0[T], x1[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* q = act[t] + aoff + offsetof(BlockQ8_K, qs) + 32 * s;
+        x0[t] = broadcast16(q);
+        x1[t] = broadcast16(q + 16);
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const __m512i w = _mm512_loadu_si512(grp[g] + woff + 64 + 64 * s);
+        const __m512i lo = _mm512_and_si512(w, low4);
+        const __m512i hi = kHighTimes16 ? _mm512_and_si512(w, high4) : _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          D[g][t][0][s % kS] = dot4(D[g][t][0][s % kS], lo, x0[t]);
+          D[g][t][1][s % kS] = dot4(D[g][t][1][s % kS], hi, x1[t]);
+        }
+      }
+    }
+    __m512i bsums[T];
+    __m256 dx[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* xb = act[t] + aoff;
+      const __m256i bs = load256(xb + offsetof(BlockQ8_K, bsums));
+      bsums[t] = in_lanes(_mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+      dx[t] = _mm256_set1_ps(load_unaligned<float>(xb));
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const __m512i m = _mm512_loadu_si512(grp[g] + woff);
+      const __m512i u = meta.unpack(m);
+      const __m512i sc_even = _mm512_shuffle_epi8(u, meta.even), sc_odd = _mm512_shuffle_epi8(u, meta.odd);
+      const __m512i mins = _mm512_shuffle_epi8(u, meta.mins);
+      // d, dmin of rows 0..3, interleaved as the sums below
+      const __m256 dd = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(meta.halves, m)));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        __m512i d0 = D[g][t][0][0], d1 = D[g][t][1][0];
+        if constexpr (kS == 2) {
+          d0 = _mm512_add_epi32(d0, D[g][t][0][1]);
+          d1 = _mm512_add_epi32(d1, D[g][t][1][1]);
+        }
+        if constexpr (kHighTimes16) d1 = _mm512_srai_epi32(d1, 4);
+        const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(d0, sc_even), _mm512_mullo_epi32(d1, sc_odd));
+        const __m512i imin = _mm512_madd_epi16(mins, bsums[t]);
+        // per lane: (isum, imin) summed over its 4 dwords into dwords 0, 1
+        const __m512i s1 = _mm512_add_epi32(_mm512_unpacklo_epi32(isum, imin), _mm512_unpackhi_epi32(isum, imin));
+        const __m512i s2 = _mm512_add_epi32(s1, _mm512_shuffle_epi32(s1, _MM_PERM_BADC));
+        const __m256i sums = _mm512_castsi512_si256(_mm512_permutexvar_epi32(meta.pick, s2));
+        acc[g][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dd, dx[t]), acc[g][t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      alignas(32) float r[8];
+      _mm256_store_ps(r, acc[g][t]);
+      for (int i = 0; i < 4; ++i) y[size_t(t) * y_row_stride + size_t(row0[g] + i)] = r[2 * i] - r[2 * i + 1];
+    }
+}
+
+template <int G, int T>
+void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t) {
+  const uint8_t* grp[G];
+  const uint8_t* act[T];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) grp[g] = p.w + size_t(row0[g]) * p.w_row_stride;
+#pragma GCC unroll 4
+  for (int j = 0; j < T; ++j) act[j] = activation_row(p, t + j);
+  x4_tile<G, T>(grp, act, p.cols / kQK_K, p.y + size_t(t) * p.y_row_stride, p.y_row_stride, row0);
+}
+
+// One or two groups against all tokens: two at a time for one or two tokens
+// (two streams, and enough sums in flight), else one group and up to four.
+template <int G>
+void x4_groups(const RowDotParams& p, const int64_t (&row0)[G]) {
+  int64_t t = 0;
+  if constexpr (G == 2) {
+    for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<2, 2>(p, row0, t);
+    if (t < p.n_tokens) x4_tokens<2, 1>(p, row0, t);
+  } else {
+    for (; t + 4 <= p.n_tokens; t += 4) x4_tokens<1, 4>(p, row0, t);
+    switch (p.n_tokens - t) {
+      case 3: x4_tokens<1, 3>(p, row0, t); break;
+      case 2: x4_tokens<1, 2>(p, row0, t); break;
+      case 1: x4_tokens<1, 1>(p, row0, t); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+
+// Groups in pairs from the two halves of the row range (two far-apart
+// streams, as the rowmajor tiles read four quarters) while there are at
+// most two tokens; a lone group (odd count) or more tokens go one at a time.
+void q4_k_x4_rows(const RowDotParams& p) {
+  const int64_t groups = (p.row_end - p.row_begin) / kQ4KX4Rows;
+  for (int64_t i = 0; i < 2 && groups > 0; ++i)
+    for (size_t o = 0; o < kPrefetch; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p.w + size_t(p.row_begin + i * (groups / 2) * 4) * p.w_row_stride + o),
+                   _MM_HINT_T0);
+  if (p.n_tokens <= 2) {
+    const int64_t half = groups / 2;
+    for (int64_t j = 0; j < half; ++j) {
+      const int64_t row0[2] = {p.row_begin + 4 * j, p.row_begin + 4 * (half + j)};
+      x4_groups<2>(p, row0);
+    }
+    if (groups % 2) {
+      const int64_t row0[1] = {p.row_begin + 4 * (groups - 1)};
+      x4_groups<1>(p, row0);
+    }
+    return;
+  }
+  for (int64_t j = 0; j < groups; ++j) {
+    const int64_t row0[1] = {p.row_begin + 4 * j};
+    x4_groups<1>(p, row0);
+  }
+}
+
+#else
+// No 512-bit kernel at this level: the reference takes the layout.
+void q4_k_x4_rows(const RowDotParams& p) { generic::find(DType::kQ4_K)(p); }
+#endif
+
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

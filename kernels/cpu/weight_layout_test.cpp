@@ -1,0 +1,182 @@
+// The q4_k_x4 layout (weight_layout.h): a byte permutation that packs and
+// unpacks exactly, and row dots over it that equal the rowmajor generic ones
+// bit for bit at every level (the same exact integer sums and the same
+// fmas), on ragged row ranges, token counts and gathered activations.
+#include "kernels/cpu/weight_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/row_dot.h"
+
+namespace tandem::kernels {
+namespace {
+
+std::vector<uint8_t> random_q4_k(int64_t rows, int64_t cols, std::mt19937& rng) {
+  const size_t row_bytes = *bytes_for(DType::kQ4_K, uint64_t(cols));
+  std::vector<uint8_t> w(row_bytes * size_t(rows));
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = nd(rng) * float(1 + r % 5);
+    row[size_t(r % cols)] *= 8;  // large scales and mins too
+    quantize_generic(DType::kQ4_K, row.data(), w.data() + size_t(r) * row_bytes, row.size());
+  }
+  return w;
+}
+
+std::vector<float> random_x(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+TEST(WeightLayout, NamesAndFits) {
+  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4})
+    EXPECT_EQ(layout_from_name(layout_name(l)), l);
+  EXPECT_FALSE(layout_from_name("q4_k_x8"));
+  EXPECT_TRUE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 8, 512));
+  EXPECT_FALSE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 6, 512));
+  EXPECT_FALSE(layout_fits(WeightLayout::kQ4KX4, DType::kQ6_K, 8, 512));
+  EXPECT_TRUE(layout_fits(WeightLayout::kRowMajor, DType::kQ6_K, 7, 512));
+  std::vector<uint8_t> w(6 * 144);
+  EXPECT_THROW(repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, w.data(), 6, 256), Error);
+}
+
+TEST(WeightLayout, Q4KX4PacksAndUnpacksExactly) {
+  std::mt19937 rng(5);
+  const int64_t rows = 12, cols = 768;
+  const std::vector<uint8_t> w = random_q4_k(rows, cols, rng);
+  std::vector<uint8_t> x4 = w;
+  repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, x4.data(), rows, cols);
+  EXPECT_NE(x4, w);
+  const size_t row_bytes = w.size() / rows, nb = size_t(cols / kQK_K);
+  std::vector<uint8_t> back(w.size());
+  for (int64_t g = 0; g < rows / 4; ++g)
+    for (size_t b = 0; b < nb; ++b) {
+      uint8_t* rows4[4];
+      for (int r = 0; r < 4; ++r) rows4[r] = back.data() + size_t(4 * g + r) * row_bytes + b * sizeof(BlockQ4_K);
+      q4_k_x4_unpack_block(x4.data() + size_t(g) * 4 * row_bytes + b * kQ4KX4GroupBlock, rows4);
+    }
+  EXPECT_EQ(back, w);
+
+  const std::vector<float> x = random_x(cols, rng);
+  const size_t ab = row_dot_activation_bytes(DType::kQ4_K, cols);
+  std::vector<uint8_t> a(ab), ap(ab);
+  convert_row_dot_activations(DType::kQ4_K, x.data(), 0, 1, cols, a.data(), ab);
+  convert_row_dot_activations(DType::kQ4_K, x.data(), 0, 1, cols, ap.data(), ab, CpuIsa::kGeneric,
+                              WeightLayout::kQ4KX4);
+  EXPECT_NE(ap, a);
+  q4_k_x4_unpermute_activations(ap.data(), cols);
+  EXPECT_EQ(ap, a);
+}
+
+// Every level over q4_k_x4 against the generic level over rowmajor.
+TEST(WeightLayout, Q4KX4RowDotsEqualRowmajorAtEveryLevel) {
+  std::mt19937 rng(17);
+  for (int64_t cols : {256, 768, 2048}) {
+    for (int64_t rows : {4, 8, 12, 36}) {
+      const std::vector<uint8_t> w = random_q4_k(rows, cols, rng);
+      std::vector<uint8_t> x4 = w;
+      repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, x4.data(), rows, cols);
+      const size_t row_bytes = w.size() / size_t(rows), ab = row_dot_activation_bytes(DType::kQ4_K, cols);
+      for (int64_t tokens : {1, 2, 3, 4, 5, 7, 9}) {
+        const std::vector<float> x = random_x(tokens * cols, rng);
+        std::vector<uint8_t> a(ab * size_t(tokens)), ap(a.size());
+        convert_row_dot_activations(DType::kQ4_K, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+        convert_row_dot_activations(DType::kQ4_K, x.data(), size_t(cols), tokens, cols, ap.data(), ab,
+                                    CpuIsa::kAvx512Bf16, WeightLayout::kQ4KX4);
+        // gathered activation rows, in reverse token order
+        std::vector<const uint8_t*> gathered;
+        for (int64_t t = tokens - 1; t >= 0; --t) gathered.push_back(ap.data() + size_t(t) * ab);
+        const int64_t r0 = rows > 8 ? 4 : 0, r1 = rows > 8 ? rows - 4 : rows;
+        RowDotParams p;
+        p.wtype = DType::kQ4_K;
+        p.w = w.data();
+        p.w_row_stride = row_bytes;
+        p.rows = rows;
+        p.cols = cols;
+        p.a = a.data();
+        p.a_row_bytes = ab;
+        p.n_tokens = tokens;
+        p.y_row_stride = size_t(rows + 1);
+        p.row_begin = r0;
+        p.row_end = r1;
+        std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
+        p.y = ref.data();
+        row_dot_check(p);
+        generic::find(DType::kQ4_K)(p);
+        for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+          if (!supports(detect_cpu_features(), isa)) continue;
+          for (bool gather : {false, true}) {
+            SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                         ", " + std::to_string(tokens) + " tokens" + (gather ? ", gathered" : ""));
+            RowDotParams q = p;
+            q.w = x4.data();
+            q.layout = WeightLayout::kQ4KX4;
+            q.a = ap.data();
+            q.a_rows = gather ? gathered.data() : nullptr;
+            std::vector<float> y(ref.size(), -7.0f);
+            q.y = y.data();
+            row_dot_check(q);
+            row_dot_for(isa, DType::kQ4_K)(q);
+            for (int64_t t = 0; t < tokens; ++t) {
+              const int64_t tr = gather ? tokens - 1 - t : t;  // y row t holds token tr
+              for (int64_t r = 0; r < rows + 1; ++r) {
+                const float want = (r < r0 || r >= r1) ? -7.0f : ref[size_t(tr) * p.y_row_stride + size_t(r)];
+                ASSERT_EQ(y[size_t(t) * p.y_row_stride + size_t(r)], want) << "row " << r << " token " << t;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(WeightLayout, Q4KX4ChecksRefuseWhatItCannotTake) {
+  std::mt19937 rng(9);
+  const int64_t rows = 8, cols = 256;
+  std::vector<uint8_t> w = random_q4_k(rows, cols, rng);
+  const size_t ab = row_dot_activation_bytes(DType::kQ4_K, cols);
+  std::vector<uint8_t> a(ab);
+  std::vector<float> y(rows);
+  RowDotParams p;
+  p.wtype = DType::kQ4_K;
+  p.layout = WeightLayout::kQ4KX4;
+  p.w = w.data();
+  p.w_row_stride = w.size() / rows;
+  p.rows = rows;
+  p.cols = cols;
+  p.a = a.data();
+  p.a_row_bytes = ab;
+  p.n_tokens = 1;
+  p.y = y.data();
+  p.y_row_stride = rows;
+  p.row_begin = 0;
+  p.row_end = rows;
+  EXPECT_NO_THROW(row_dot_check(p));
+  RowDotParams q = p;
+  q.row_begin = 2;
+  EXPECT_THROW(row_dot_check(q), Error);  // not a group boundary
+  q = p;
+  q.w_row_stride += 16;
+  EXPECT_THROW(row_dot_check(q), Error);  // groups need contiguous rows
+  q = p;
+  q.gemm_order = true;
+  EXPECT_THROW(row_dot_check(q), Error);  // the layout sums in the GEMV order only
+  q = p;
+  q.wtype = DType::kQ6_K;
+  q.w_row_stride = *bytes_for(DType::kQ6_K, cols);
+  EXPECT_THROW(row_dot_check(q), Error);
+}
+
+}  // namespace
+}  // namespace tandem::kernels
