@@ -13,9 +13,9 @@
 //     e % slots), so every expert's bytes come from DRAM.
 // Bandwidth and peak are the best of --reps passes (as STREAM reports); the
 // layer rows are medians over --reps repetitions.
-// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K is
-// stored as the loader stores it on this machine (q4_k_x4 from avx512 up,
-// "q4_k/x4" in the table); --rowmajor keeps the plain rows. --hot skips the
+// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K and
+// Q8_0 are stored as the loader stores them on this machine (q4_k_x4 and
+// q8_0_x4 from avx512 up, "/x4" in the table); --rowmajor keeps plain rows. --hot skips the
 // read before each repetition (with a small --pool-gib: the kernels' speed
 // with weights in cache, their compute ceiling).
 #include <immintrin.h>
@@ -229,8 +229,7 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
 }
 
 tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, bool rowmajor) {
-  return type == DType::kQ4_K && !rowmajor && isa >= tk::CpuIsa::kAvx512 ? tk::WeightLayout::kQ4KX4
-                                                                          : tk::WeightLayout::kRowMajor;
+  return rowmajor || !tk::repacked_layouts_pay_off(isa) ? tk::WeightLayout::kRowMajor : tk::repacked_layout(type);
 }
 
 void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType type,

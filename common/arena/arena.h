@@ -55,9 +55,9 @@ struct BuildOptions {
   // Alignment of tensors and regions; 0 picks the file system's page size
   // (the huge page size on hugetlbfs).
   uint64_t alignment = 0;
-  // Store routed Q4_K expert slices as q4_k_x4 (arena_plan.h); the loader
-  // asks for it when the CPU runs the AVX-512 kernels.
-  bool repack_q4_k = false;
+  // Store routed Q4_K and Q8_0 expert slices repacked (arena_plan.h); the
+  // loader asks for it when the CPU runs the AVX-512 kernels.
+  bool repack_experts = false;
   // Called about once a second while building, and once at the end; when
   // empty, progress is logged (bytes, rate, ETA).
   std::function<void(const BuildProgress&)> on_progress;

@@ -183,7 +183,7 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
     const std::string dir = parent_dir(path);
     const uint64_t alignment = options.alignment ? options.alignment : default_alignment(dir);
     ModelIdentity id = identify_files(src.files());
-    ArenaPlan plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_q4_k);
+    ArenaPlan plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_experts);
     kj::Array<capnp::word> manifest = make_manifest(plan, src, id);
     const uint64_t manifest_bytes = manifest.asBytes().size();
     const uint64_t file_bytes = align_up(plan.data_end + manifest_bytes, alignment);
@@ -274,7 +274,7 @@ Arena Arena::open_or_build(const std::string& path, const ModelSource& src,
   BuildStats& s = stats ? *stats : local;
   const uint64_t alignment = options.alignment ? options.alignment : default_alignment(parent_dir(path));
   const uint64_t want_model = identify_files(src.files()).hash;
-  const uint64_t want_plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_q4_k).hash;
+  const uint64_t want_plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_experts).hash;
   std::string why;
   try {
     Arena a = open(path);

@@ -12,10 +12,10 @@
 // Stored types are what the CPU kernels consume: a tensor's own type where
 // the map keeps whole source rows (gathers included), F32 where it transposes
 // or applies FP8 block scales, and F32 for 1-D tensors (norms, biases).
-// Layouts (kernels/cpu/weight_layout.h): "rowmajor", except routed Q4_K
-// expert slices when the plan asks to repack them (repack_q4_k: the expert
-// workers' CPUs have the AVX-512 kernel for it), which become "q4_k_x4"
-// wherever their row count allows.
+// Layouts (kernels/cpu/weight_layout.h): "rowmajor", except routed Q4_K and
+// Q8_0 expert slices when the plan asks to repack them (repack_experts: the
+// expert workers' CPUs have the AVX-512 kernels for them), which become
+// "q4_k_x4" and "q8_0_x4" wherever their row count allows.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +67,8 @@ bool is_routed_expert(const std::string& name);
 
 // worker_nodes: the physical NUMA node of each expert worker (at least one).
 // alignment: of every tensor and region (the page or huge page size).
-// repack_q4_k: store routed Q4_K expert slices as q4_k_x4 (see above).
+// repack_experts: store routed Q4_K and Q8_0 expert slices repacked (above).
 ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
-                     uint64_t alignment, bool repack_q4_k = false);
+                     uint64_t alignment, bool repack_experts = false);
 
 }  // namespace tandem::arena

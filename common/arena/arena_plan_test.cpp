@@ -99,8 +99,9 @@ TEST(ArenaPlan, RepackingQ4KChangesOnlyTheExpertLayoutsAndTheHash) {
     const Placement& p = x4.placements[i];
     EXPECT_EQ(plain.placements[i].layout, kernels::WeightLayout::kRowMajor) << p.name;
     EXPECT_EQ(p.offset, plain.placements[i].offset) << p.name;  // same bytes, other order
-    const bool fits = p.worker >= 0 && p.dtype == DType::kQ4_K && p.shape[1] > 0 && p.shape[1] % 4 == 0;
-    EXPECT_EQ(p.layout, fits ? kernels::WeightLayout::kQ4KX4 : kernels::WeightLayout::kRowMajor) << p.name;
+    const bool fits = p.worker >= 0 && (p.dtype == DType::kQ4_K || p.dtype == DType::kQ8_0) &&
+                      p.shape[1] > 0 && p.shape[1] % 4 == 0;
+    EXPECT_EQ(p.layout, fits ? kernels::repacked_layout(p.dtype) : kernels::WeightLayout::kRowMajor) << p.name;
     repacked += fits;
   }
   EXPECT_GT(repacked, 0);

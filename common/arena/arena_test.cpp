@@ -146,39 +146,44 @@ TEST_F(ArenaTest, MatchesTheEngineWeightsForEveryTypeAndSplit) {
   }
 }
 
-// With repack_q4_k, routed Q4_K slices are stored as q4_k_x4: the manifest
-// says so, and each slice is exactly the rowmajor slice repacked; every
-// other tensor is unchanged, and the plan (so the adoption check) differs.
-TEST_F(ArenaTest, Q4KExpertSlicesAreRepackedWhenAsked) {
-  auto src = ModelSource::open(make_model(Arch::kQwen3Moe, DType::kQ4_K, genmodel::OutFormat::kGguf, "x4"));
-  BuildOptions plain, x4;
-  plain.worker_nodes = x4.worker_nodes = {0, 0};
-  x4.repack_q4_k = true;
-  Arena::build(run_.file("plain"), *src, plain);
-  Arena::build(run_.file("x4"), *src, x4);
-  Arena a = Arena::open(run_.file("plain")), b = Arena::open(run_.file("x4"));
-  EXPECT_NE(a.header().plan_hash, b.header().plan_hash);
-  ASSERT_EQ(a.tensors().size(), b.tensors().size());
-  int repacked = 0;
-  for (size_t i = 0; i < a.tensors().size(); ++i) {
-    const ArenaTensor &p = a.tensors()[i], &q = b.tensors()[i];
-    SCOPED_TRACE(q.name + " worker " + std::to_string(q.worker));
-    ASSERT_EQ(p.name, q.name);
-    EXPECT_EQ(p.layout, "rowmajor");
-    std::vector<uint8_t> want(reinterpret_cast<const uint8_t*>(p.bytes.data()),
-                              reinterpret_cast<const uint8_t*>(p.bytes.data()) + p.bytes.size());
-    if (q.worker >= 0 && q.dtype == DType::kQ4_K) {
-      EXPECT_EQ(q.layout, "q4_k_x4");
-      kernels::repack_rows(kernels::WeightLayout::kQ4KX4, q.dtype, want.data(),
-                           int64_t(q.shape[0] * q.shape[1]), int64_t(q.shape[2]));
-      ++repacked;
-    } else {
-      EXPECT_EQ(q.layout, "rowmajor");
+// With repack_experts, routed Q4_K and Q8_0 slices are stored repacked
+// (q4_k_x4, q8_0_x4): the manifest says so, and each slice is exactly the
+// rowmajor slice repacked; every other tensor is unchanged, and the plan (so
+// the adoption check) differs.
+TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
+  for (DType dtype : {DType::kQ4_K, DType::kQ8_0}) {
+    SCOPED_TRACE(std::string(name(dtype)));
+    const std::string tag(name(dtype));
+    auto src = ModelSource::open(make_model(Arch::kQwen3Moe, dtype, genmodel::OutFormat::kGguf, tag));
+    BuildOptions plain, x4;
+    plain.worker_nodes = x4.worker_nodes = {0, 0};
+    x4.repack_experts = true;
+    Arena::build(run_.file(tag + "-plain"), *src, plain);
+    Arena::build(run_.file(tag + "-x4"), *src, x4);
+    Arena a = Arena::open(run_.file(tag + "-plain")), b = Arena::open(run_.file(tag + "-x4"));
+    EXPECT_NE(a.header().plan_hash, b.header().plan_hash);
+    ASSERT_EQ(a.tensors().size(), b.tensors().size());
+    int repacked = 0;
+    for (size_t i = 0; i < a.tensors().size(); ++i) {
+      const ArenaTensor &p = a.tensors()[i], &q = b.tensors()[i];
+      SCOPED_TRACE(q.name + " worker " + std::to_string(q.worker));
+      ASSERT_EQ(p.name, q.name);
+      EXPECT_EQ(p.layout, "rowmajor");
+      std::vector<uint8_t> want(reinterpret_cast<const uint8_t*>(p.bytes.data()),
+                                reinterpret_cast<const uint8_t*>(p.bytes.data()) + p.bytes.size());
+      const kernels::WeightLayout l = kernels::repacked_layout(q.dtype);
+      if (q.worker >= 0 && l != kernels::WeightLayout::kRowMajor && q.shape[1] > 0) {
+        EXPECT_EQ(q.layout, kernels::layout_name(l));
+        kernels::repack_rows(l, q.dtype, want.data(), int64_t(q.shape[0] * q.shape[1]), int64_t(q.shape[2]));
+        ++repacked;
+      } else {
+        EXPECT_EQ(q.layout, "rowmajor");
+      }
+      ASSERT_EQ(q.bytes.size(), want.size());
+      EXPECT_EQ(std::memcmp(q.bytes.data(), want.data(), want.size()), 0);
     }
-    ASSERT_EQ(q.bytes.size(), want.size());
-    EXPECT_EQ(std::memcmp(q.bytes.data(), want.data(), want.size()), 0);
+    EXPECT_GT(repacked, 0);
   }
-  EXPECT_GT(repacked, 0);
 }
 
 TEST_F(ArenaTest, TwoVirtualNodesEachSliceOnceAndBoundWherePossible) {

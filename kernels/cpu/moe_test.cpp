@@ -284,25 +284,26 @@ TEST(MoeLayer, NoExpertOnThisWorkerGivesZeros) {
 namespace tandem::kernels {
 namespace {
 
-// Q4_K experts stored as q4_k_x4 (the arena's layout for them where the
-// CPU has AVX-512) give the rowmajor layer bit for bit, at every level and
-// thread count, with down in Q4_K too or in Q6_K as Q4_K_M files keep it.
-TEST(MoeLayer, Q4KX4LayoutGivesTheRowmajorLayerBitForBit) {
-  for (DType down : {DType::kQ4_K, DType::kQ6_K}) {
-    SCOPED_TRACE(std::string("down ") + std::string(name(down)));
-    const Layer L = make_layer(DType::kQ4_K, down, 512, 768, 6, 31);
+// Q4_K and Q8_0 experts stored repacked (q4_k_x4, q8_0_x4: the arena's
+// layouts for them where the CPU has AVX-512) give the rowmajor layer bit
+// for bit, at every level and thread count; Q4_K with down in Q4_K too or
+// in Q6_K as Q4_K_M files keep it.
+TEST(MoeLayer, X4LayoutsGiveTheRowmajorLayerBitForBit) {
+  const std::pair<DType, DType> types[] = {
+      {DType::kQ4_K, DType::kQ4_K}, {DType::kQ4_K, DType::kQ6_K}, {DType::kQ8_0, DType::kQ8_0}};
+  for (const auto& [gu, down] : types) {
+    SCOPED_TRACE(std::string(name(gu)) + ", down " + std::string(name(down)));
+    const Layer L = make_layer(gu, down, 512, 768, 6, 31);
     Layer X = L;
-    auto repack = [](std::vector<uint8_t>& m, int64_t rows, int64_t cols) {
-      repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, m.data(), rows, cols);
-    };
+    const WeightLayout lg = repacked_layout(gu), ld = repacked_layout(down);
     for (size_t e = 0; e < X.gate.size(); ++e) {
-      repack(X.gate[e], 768, 512);
-      repack(X.up[e], 768, 512);
-      if (down == DType::kQ4_K) repack(X.down[e], 512, 768);
+      repack_rows(lg, gu, X.gate[e].data(), 768, 512);
+      repack_rows(lg, gu, X.up[e].data(), 768, 512);
+      repack_rows(ld, down, X.down[e].data(), 512, 768);
       X.experts[e] = {X.gate[e].data(), X.up[e].data(), X.down[e].data(), nullptr, nullptr, nullptr};
     }
-    X.shape.gate_up_layout = WeightLayout::kQ4KX4;
-    if (down == DType::kQ4_K) X.shape.down_layout = WeightLayout::kQ4KX4;
+    X.shape.gate_up_layout = lg;
+    X.shape.down_layout = ld;
     for (int64_t tokens : {1, 3, 9}) {
       const Routing r = make_routing(tokens, 3, 512, 6, uint32_t(40 + tokens));
       const std::vector<float> want = run_layer(L, r, CpuIsa::kGeneric, 1);

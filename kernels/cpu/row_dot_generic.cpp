@@ -21,23 +21,27 @@ namespace {
 
 void rows_matmul(const RowDotParams& p);
 
-// q4_k_x4 (weight_layout.h), the reference way: each group of 4 rows back to
-// rowmajor, each token's activations back to plain Q8_K, then rows_matmul.
-void rows_q4_k_x4(const RowDotParams& p) {
-  const size_t row_bytes = p.w_row_stride, nb = size_t(p.cols / kQK_K);
+// The x4 layouts (weight_layout.h), the reference way: each group of 4 rows
+// back to rowmajor, each token's activations back to plain (q4_k_x4), then
+// rows_matmul.
+void rows_x4(const RowDotParams& p) {
+  const bool q4 = p.layout == WeightLayout::kQ4KX4;
+  const size_t block = q4 ? sizeof(BlockQ4_K) : sizeof(BlockQ8_0);
+  const size_t group_block = q4 ? kQ4KX4GroupBlock : kQ8_0X4GroupBlock;
+  const size_t row_bytes = p.w_row_stride, nb = row_bytes / block;
   const size_t a_bytes = row_dot_activation_bytes(p.wtype, p.cols);
   std::vector<uint8_t> w(4 * row_bytes), a(a_bytes * size_t(p.n_tokens));
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     std::memcpy(a.data() + size_t(t) * a_bytes, activation_row(p, t), a_bytes);
-    q4_k_x4_unpermute_activations(a.data() + size_t(t) * a_bytes, p.cols);
+    if (q4) q4_k_x4_unpermute_activations(a.data() + size_t(t) * a_bytes, p.cols);
   }
   std::vector<float> y(4 * size_t(p.n_tokens));
   for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += 4) {
     const uint8_t* group = p.w + size_t(r0) * row_bytes;
     for (size_t b = 0; b < nb; ++b) {
       uint8_t* rows4[4];
-      for (int r = 0; r < 4; ++r) rows4[r] = w.data() + size_t(r) * row_bytes + b * sizeof(BlockQ4_K);
-      q4_k_x4_unpack_block(group + b * kQ4KX4GroupBlock, rows4);
+      for (int r = 0; r < 4; ++r) rows4[r] = w.data() + size_t(r) * row_bytes + b * block;
+      x4_unpack_block(p.layout, group + b * group_block, rows4);
     }
     RowDotParams q = p;
     q.layout = WeightLayout::kRowMajor;
@@ -57,7 +61,7 @@ void rows_q4_k_x4(const RowDotParams& p) {
 }
 
 void rows_matmul(const RowDotParams& p) {
-  if (p.layout == WeightLayout::kQ4KX4) return rows_q4_k_x4(p);
+  if (p.layout != WeightLayout::kRowMajor) return rows_x4(p);
   const bool f32 = p.wtype == DType::kF32;
   const size_t a_bytes = f32 ? 0 : row_dot_activation_bytes(p.wtype, p.cols);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
@@ -206,8 +210,8 @@ void row_dot_check(const RowDotParams& p) {
     fail(ErrorKind::kInternal, "row dot {}: output row stride {} < {} rows", tn, p.y_row_stride,
          p.rows);
   if (p.layout != WeightLayout::kRowMajor) {
-    if (!layout_fits(p.layout, p.wtype, p.rows, p.cols) || p.row_begin % kQ4KX4Rows != 0 ||
-        p.row_end % kQ4KX4Rows != 0 || p.w_row_stride != *w_row || p.gemm_order)
+    if (!layout_fits(p.layout, p.wtype, p.rows, p.cols) || p.row_begin % kX4Rows != 0 ||
+        p.row_end % kX4Rows != 0 || p.w_row_stride != *w_row || p.gemm_order)
       fail(ErrorKind::kInternal,
            "row dot {}: layout {} needs rows in groups of 4 and whole super-blocks, contiguous, "
            "in the GEMV order (rows [{}, {}) of {}, {} columns, row stride {})",

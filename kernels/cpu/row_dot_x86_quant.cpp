@@ -427,6 +427,12 @@ struct Q4KGemmOrderTile {
     TANDEM_K45_TILE<false, R, T, true>(p, w, a, out, ah);
   }
 };
+void q8_0_rows(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kQ8_0X4)
+    q8_0_x4_rows(p);
+  else
+    drive<Q8_0Tile>(p);
+}
 void q4_k_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kQ4KX4)
     q4_k_x4_rows(p);
@@ -507,7 +513,7 @@ struct Q6KTile {
 
 RowDotFn find_quant(DType wtype) {
   switch (wtype) {
-    case DType::kQ8_0: return drive<Q8_0Tile>;
+    case DType::kQ8_0: return q8_0_rows;
     case DType::kQ4_K: return q4_k_rows;
     case DType::kQ5_K: return drive<Q5KTile>;
     case DType::kQ6_K: return drive<Q6KTile>;

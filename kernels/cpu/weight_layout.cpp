@@ -12,9 +12,17 @@ namespace {
 constexpr size_t kQsOffset = offsetof(BlockQ4_K, qs);
 constexpr size_t kQ8KQs = offsetof(BlockQ8_K, qs);
 
-// Position of row qs byte (c, s, k) in a group block's qs, and in a row's.
-constexpr size_t group_qs(int r, int s, int c, int k) { return 64 + 64 * size_t(s) + 16 * size_t(r) + 4 * size_t(c) + size_t(k); }
-constexpr size_t row_qs(int s, int c, int k) { return kQsOffset + 32 * size_t(c) + 4 * size_t(s) + size_t(k); }
+// Position of row qs byte (c, s, 0) in a q4_k_x4 group block, and in a row's block.
+constexpr size_t group_qs(int r, int s, int c) { return 64 + 64 * size_t(s) + 16 * size_t(r) + 4 * size_t(c); }
+constexpr size_t row_qs(int s, int c) { return kQsOffset + 32 * size_t(c) + 4 * size_t(s); }
+
+struct Shape {
+  size_t block_elems, row_block, group_block;
+};
+Shape shape_of(WeightLayout l) {
+  if (l == WeightLayout::kQ4KX4) return {kQK_K, sizeof(BlockQ4_K), kQ4KX4GroupBlock};
+  return {kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
+}
 
 }  // namespace
 
@@ -22,36 +30,54 @@ std::string_view layout_name(WeightLayout l) {
   switch (l) {
     case WeightLayout::kRowMajor: return "rowmajor";
     case WeightLayout::kQ4KX4: return "q4_k_x4";
+    case WeightLayout::kQ8_0X4: return "q8_0_x4";
   }
   return "?";
 }
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
-  if (name == "rowmajor") return WeightLayout::kRowMajor;
-  if (name == "q4_k_x4") return WeightLayout::kQ4KX4;
+  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4})
+    if (name == layout_name(l)) return l;
   return std::nullopt;
+}
+
+WeightLayout repacked_layout(DType type) {
+  if (type == DType::kQ4_K) return WeightLayout::kQ4KX4;
+  if (type == DType::kQ8_0) return WeightLayout::kQ8_0X4;
+  return WeightLayout::kRowMajor;
 }
 
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   if (l == WeightLayout::kRowMajor) return true;
-  return type == DType::kQ4_K && rows > 0 && rows % kQ4KX4Rows == 0 && cols > 0 && cols % kQK_K == 0;
+  const int64_t block = int64_t(shape_of(l).block_elems);
+  return repacked_layout(type) == l && rows > 0 && rows % kX4Rows == 0 && cols > 0 && cols % block == 0;
 }
 
-void q4_k_x4_pack_block(const uint8_t* rows4[4], uint8_t* g) {
+void x4_pack_block(WeightLayout l, const uint8_t* rows4[4], uint8_t* g) {
   for (int r = 0; r < 4; ++r) {
+    if (l == WeightLayout::kQ8_0X4) {
+      std::memcpy(g + 2 * r, rows4[r], 2);
+      std::memcpy(g + 8 + 32 * r, rows4[r] + 2, 32);
+      continue;
+    }
     std::memcpy(g + 16 * r, rows4[r] + offsetof(BlockQ4_K, scales), kKScaleBytes);
     std::memcpy(g + 16 * r + 12, rows4[r], 4);  // d, dmin
     for (int s = 0; s < 8; ++s)
-      for (int c = 0; c < 4; ++c) std::memcpy(g + group_qs(r, s, c, 0), rows4[r] + row_qs(s, c, 0), 4);
+      for (int c = 0; c < 4; ++c) std::memcpy(g + group_qs(r, s, c), rows4[r] + row_qs(s, c), 4);
   }
 }
 
-void q4_k_x4_unpack_block(const uint8_t* g, uint8_t* rows4[4]) {
+void x4_unpack_block(WeightLayout l, const uint8_t* g, uint8_t* rows4[4]) {
   for (int r = 0; r < 4; ++r) {
+    if (l == WeightLayout::kQ8_0X4) {
+      std::memcpy(rows4[r], g + 2 * r, 2);
+      std::memcpy(rows4[r] + 2, g + 8 + 32 * r, 32);
+      continue;
+    }
     std::memcpy(rows4[r] + offsetof(BlockQ4_K, scales), g + 16 * r, kKScaleBytes);
     std::memcpy(rows4[r], g + 16 * r + 12, 4);
     for (int s = 0; s < 8; ++s)
-      for (int c = 0; c < 4; ++c) std::memcpy(rows4[r] + row_qs(s, c, 0), g + group_qs(r, s, c, 0), 4);
+      for (int c = 0; c < 4; ++c) std::memcpy(rows4[r] + row_qs(s, c), g + group_qs(r, s, c), 4);
   }
 }
 
@@ -59,15 +85,16 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
   if (!layout_fits(l, type, rows, cols))
     fail_invalid("layout {} cannot hold a {} x {} matrix of {}", layout_name(l), rows, cols, name(type));
   if (l == WeightLayout::kRowMajor) return;
-  const size_t nb = size_t(cols / kQK_K), row_bytes = nb * sizeof(BlockQ4_K);
+  const Shape sh = shape_of(l);
+  const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
   std::vector<uint8_t> tmp(4 * row_bytes);
   for (int64_t g = 0; g < rows / 4; ++g) {
     uint8_t* group = w + size_t(g) * 4 * row_bytes;
     std::memcpy(tmp.data(), group, tmp.size());
     for (size_t b = 0; b < nb; ++b) {
       const uint8_t* src[4];
-      for (int r = 0; r < 4; ++r) src[r] = tmp.data() + size_t(r) * row_bytes + b * sizeof(BlockQ4_K);
-      q4_k_x4_pack_block(src, group + b * kQ4KX4GroupBlock);
+      for (int r = 0; r < 4; ++r) src[r] = tmp.data() + size_t(r) * row_bytes + b * sh.row_block;
+      x4_pack_block(l, src, group + b * sh.group_block);
     }
   }
 }

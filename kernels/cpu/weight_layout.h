@@ -13,6 +13,13 @@
 // read it with activations whose Q8_K blocks are permuted to match
 // (q4_k_x4_permute_activations): qs'[32s + 16h + 4c + k] = qs[64c + 32h + 4s + k],
 // where h = 0 is the low nibbles' sub-block 2c and h = 1 the high ones' 2c+1.
+//
+// "q8_0_x4" (Q8_0, rows a multiple of 4): a group's block b (136 bytes) is
+//   d[4]:    the 4 rows' fp16 scales;
+//   qs[128]: row r's 32 values at 8 + 32r,
+// so one 64-byte load holds two rows' blocks and one load the 4 scales. The
+// activations are plain Q8_0.
+//
 // Same bytes, same integer sums: results are bit-identical to rowmajor.
 #pragma once
 
@@ -25,15 +32,17 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4 };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4 };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
 
-// Whether routed Q4_K experts should be stored as q4_k_x4 for kernels of
-// level `isa`: from avx512 up, whose kernel reads it about twice as fast as
-// rowmajor; below, the layout would go through the generic kernel.
-inline bool q4_k_x4_pays_off(CpuIsa isa) { return isa >= CpuIsa::kAvx512; }
+// Whether routed experts should be stored in the repacked layouts for
+// kernels of level `isa`: from avx512 up, whose kernels read them about twice
+// as fast as rowmajor; below, they would go through the generic kernel.
+inline bool repacked_layouts_pay_off(CpuIsa isa) { return isa >= CpuIsa::kAvx512; }
+// The repacked layout of a type (rowmajor where there is none).
+WeightLayout repacked_layout(DType type);
 
 // Whether `l` can hold a rows x cols matrix of `type` (rowmajor: always).
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols);
@@ -42,13 +51,14 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols);
 // place. Throws kInvalidInput when the layout does not fit.
 void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols);
 
-inline constexpr int kQ4KX4Rows = 4;
+inline constexpr int kX4Rows = 4;  // rows per group of the x4 layouts
 inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a group
 
-// q4_k_x4 helpers (the kernels' and the reference's): one group's super-block
-// to and from 4 plain BlockQ4_K (576 bytes each way).
-void q4_k_x4_pack_block(const uint8_t* rows4[4], uint8_t* group_block);
-void q4_k_x4_unpack_block(const uint8_t* group_block, uint8_t* rows4[4]);
+inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
+
+// One group's block of an x4 layout to and from the 4 rows' plain blocks.
+void x4_pack_block(WeightLayout l, const uint8_t* rows4[4], uint8_t* group_block);
+void x4_unpack_block(WeightLayout l, const uint8_t* group_block, uint8_t* rows4[4]);
 // The Q8_K blocks of one activation row (cols values), permuted in place for
 // q4_k_x4, and back.
 void q4_k_x4_permute_activations(uint8_t* q8_k, int64_t cols);

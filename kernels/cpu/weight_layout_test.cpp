@@ -1,7 +1,8 @@
-// The q4_k_x4 layout (weight_layout.h): a byte permutation that packs and
-// unpacks exactly, and row dots over it that equal the rowmajor generic ones
-// bit for bit at every level (the same exact integer sums and the same
-// fmas), on ragged row ranges, token counts and gathered activations.
+// The x4 layouts (weight_layout.h), q4_k_x4 and q8_0_x4: byte permutations
+// that pack and unpack exactly, and row dots over them that equal the
+// rowmajor generic ones bit for bit at every level (the same exact integer
+// sums and the same fmas), on ragged row ranges, token counts and gathered
+// activations.
 #include "kernels/cpu/weight_layout.h"
 
 #include <gtest/gtest.h>
@@ -18,15 +19,15 @@
 namespace tandem::kernels {
 namespace {
 
-std::vector<uint8_t> random_q4_k(int64_t rows, int64_t cols, std::mt19937& rng) {
-  const size_t row_bytes = *bytes_for(DType::kQ4_K, uint64_t(cols));
+std::vector<uint8_t> random_rows(DType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const size_t row_bytes = *bytes_for(type, uint64_t(cols));
   std::vector<uint8_t> w(row_bytes * size_t(rows));
   std::normal_distribution<float> nd(0.0f, 0.05f);
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     for (auto& v : row) v = nd(rng) * float(1 + r % 5);
     row[size_t(r % cols)] *= 8;  // large scales and mins too
-    quantize_generic(DType::kQ4_K, row.data(), w.data() + size_t(r) * row_bytes, row.size());
+    quantize_generic(type, row.data(), w.data() + size_t(r) * row_bytes, row.size());
   }
   return w;
 }
@@ -39,34 +40,44 @@ std::vector<float> random_x(int64_t n, std::mt19937& rng) {
 }
 
 TEST(WeightLayout, NamesAndFits) {
-  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4})
+  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
   EXPECT_FALSE(layout_from_name("q4_k_x8"));
   EXPECT_TRUE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 8, 512));
   EXPECT_FALSE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 6, 512));
   EXPECT_FALSE(layout_fits(WeightLayout::kQ4KX4, DType::kQ6_K, 8, 512));
   EXPECT_TRUE(layout_fits(WeightLayout::kRowMajor, DType::kQ6_K, 7, 512));
+  EXPECT_TRUE(layout_fits(WeightLayout::kQ8_0X4, DType::kQ8_0, 4, 96));
+  EXPECT_FALSE(layout_fits(WeightLayout::kQ8_0X4, DType::kQ4_K, 4, 256));
+  EXPECT_FALSE(layout_fits(WeightLayout::kQ8_0X4, DType::kQ8_0, 0, 96));
+  EXPECT_EQ(repacked_layout(DType::kQ8_0), WeightLayout::kQ8_0X4);
+  EXPECT_EQ(repacked_layout(DType::kBF16), WeightLayout::kRowMajor);
   std::vector<uint8_t> w(6 * 144);
   EXPECT_THROW(repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, w.data(), 6, 256), Error);
 }
 
-TEST(WeightLayout, Q4KX4PacksAndUnpacksExactly) {
+TEST(WeightLayout, X4LayoutsPackAndUnpackExactly) {
   std::mt19937 rng(5);
-  const int64_t rows = 12, cols = 768;
-  const std::vector<uint8_t> w = random_q4_k(rows, cols, rng);
-  std::vector<uint8_t> x4 = w;
-  repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, x4.data(), rows, cols);
-  EXPECT_NE(x4, w);
-  const size_t row_bytes = w.size() / rows, nb = size_t(cols / kQK_K);
-  std::vector<uint8_t> back(w.size());
-  for (int64_t g = 0; g < rows / 4; ++g)
-    for (size_t b = 0; b < nb; ++b) {
-      uint8_t* rows4[4];
-      for (int r = 0; r < 4; ++r) rows4[r] = back.data() + size_t(4 * g + r) * row_bytes + b * sizeof(BlockQ4_K);
-      q4_k_x4_unpack_block(x4.data() + size_t(g) * 4 * row_bytes + b * kQ4KX4GroupBlock, rows4);
-    }
-  EXPECT_EQ(back, w);
-
+  for (DType type : {DType::kQ4_K, DType::kQ8_0}) {
+    SCOPED_TRACE(std::string(name(type)));
+    const WeightLayout l = repacked_layout(type);
+    const int64_t rows = 12, cols = 768;
+    const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
+    std::vector<uint8_t> x4 = w;
+    repack_rows(l, type, x4.data(), rows, cols);
+    EXPECT_NE(x4, w);
+    const size_t row_bytes = w.size() / rows, block = info(type).block_bytes, nb = row_bytes / block;
+    std::vector<uint8_t> back(w.size());
+    for (int64_t g = 0; g < rows / 4; ++g)
+      for (size_t b = 0; b < nb; ++b) {
+        uint8_t* rows4[4];
+        for (int r = 0; r < 4; ++r) rows4[r] = back.data() + size_t(4 * g + r) * row_bytes + b * block;
+        x4_unpack_block(l, x4.data() + size_t(g) * 4 * row_bytes + b * 4 * block, rows4);
+      }
+    EXPECT_EQ(back, w);
+  }
+  // q4_k_x4's activations: Q8_K blocks permuted, and back
+  const int64_t cols = 768;
   const std::vector<float> x = random_x(cols, rng);
   const size_t ab = row_dot_activation_bytes(DType::kQ4_K, cols);
   std::vector<uint8_t> a(ab), ap(ab);
@@ -78,27 +89,29 @@ TEST(WeightLayout, Q4KX4PacksAndUnpacksExactly) {
   EXPECT_EQ(ap, a);
 }
 
-// Every level over q4_k_x4 against the generic level over rowmajor.
-TEST(WeightLayout, Q4KX4RowDotsEqualRowmajorAtEveryLevel) {
+// Every level over the x4 layouts against the generic level over rowmajor.
+TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   std::mt19937 rng(17);
+  for (DType type : {DType::kQ4_K, DType::kQ8_0}) {
+  const WeightLayout layout = repacked_layout(type);
   for (int64_t cols : {256, 768, 2048}) {
     for (int64_t rows : {4, 8, 12, 36}) {
-      const std::vector<uint8_t> w = random_q4_k(rows, cols, rng);
+      const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
       std::vector<uint8_t> x4 = w;
-      repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, x4.data(), rows, cols);
-      const size_t row_bytes = w.size() / size_t(rows), ab = row_dot_activation_bytes(DType::kQ4_K, cols);
+      repack_rows(layout, type, x4.data(), rows, cols);
+      const size_t row_bytes = w.size() / size_t(rows), ab = row_dot_activation_bytes(type, cols);
       for (int64_t tokens : {1, 2, 3, 4, 5, 7, 9}) {
         const std::vector<float> x = random_x(tokens * cols, rng);
         std::vector<uint8_t> a(ab * size_t(tokens)), ap(a.size());
-        convert_row_dot_activations(DType::kQ4_K, x.data(), size_t(cols), tokens, cols, a.data(), ab);
-        convert_row_dot_activations(DType::kQ4_K, x.data(), size_t(cols), tokens, cols, ap.data(), ab,
-                                    CpuIsa::kAvx512Bf16, WeightLayout::kQ4KX4);
+        convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+        convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, ap.data(), ab,
+                                    CpuIsa::kAvx512Bf16, layout);
         // gathered activation rows, in reverse token order
         std::vector<const uint8_t*> gathered;
         for (int64_t t = tokens - 1; t >= 0; --t) gathered.push_back(ap.data() + size_t(t) * ab);
         const int64_t r0 = rows > 8 ? 4 : 0, r1 = rows > 8 ? rows - 4 : rows;
         RowDotParams p;
-        p.wtype = DType::kQ4_K;
+        p.wtype = type;
         p.w = w.data();
         p.w_row_stride = row_bytes;
         p.rows = rows;
@@ -112,21 +125,21 @@ TEST(WeightLayout, Q4KX4RowDotsEqualRowmajorAtEveryLevel) {
         std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
         p.y = ref.data();
         row_dot_check(p);
-        generic::find(DType::kQ4_K)(p);
+        generic::find(type)(p);
         for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
           if (!supports(detect_cpu_features(), isa)) continue;
           for (bool gather : {false, true}) {
-            SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+            SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
                          ", " + std::to_string(tokens) + " tokens" + (gather ? ", gathered" : ""));
             RowDotParams q = p;
             q.w = x4.data();
-            q.layout = WeightLayout::kQ4KX4;
+            q.layout = layout;
             q.a = ap.data();
             q.a_rows = gather ? gathered.data() : nullptr;
             std::vector<float> y(ref.size(), -7.0f);
             q.y = y.data();
             row_dot_check(q);
-            row_dot_for(isa, DType::kQ4_K)(q);
+            row_dot_for(isa, type)(q);
             for (int64_t t = 0; t < tokens; ++t) {
               const int64_t tr = gather ? tokens - 1 - t : t;  // y row t holds token tr
               for (int64_t r = 0; r < rows + 1; ++r) {
@@ -139,12 +152,13 @@ TEST(WeightLayout, Q4KX4RowDotsEqualRowmajorAtEveryLevel) {
       }
     }
   }
+  }
 }
 
 TEST(WeightLayout, Q4KX4ChecksRefuseWhatItCannotTake) {
   std::mt19937 rng(9);
   const int64_t rows = 8, cols = 256;
-  std::vector<uint8_t> w = random_q4_k(rows, cols, rng);
+  std::vector<uint8_t> w = random_rows(DType::kQ4_K, rows, cols, rng);
   const size_t ab = row_dot_activation_bytes(DType::kQ4_K, cols);
   std::vector<uint8_t> a(ab);
   std::vector<float> y(rows);

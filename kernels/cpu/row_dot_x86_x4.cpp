@@ -1,4 +1,5 @@
-// Q4_K in the q4_k_x4 layout (weight_layout.h) x permuted Q8_K, one level.
+// The x4 layouts (weight_layout.h), one level: Q4_K in q4_k_x4 x permuted
+// Q8_K, and Q8_0 in q8_0_x4 x Q8_0.
 //
 // A 64-byte load at step s holds, for each of a group's 4 rows (one 128-bit
 // lane each), 4 bytes of each 64-value chunk c. Their low nibbles against
@@ -63,8 +64,8 @@ struct Meta {
 
 // G groups (4 rows each) x T tokens. acc[g][t] lanes: (sum, min) of row 0..3.
 template <int G, int T>
-void x4_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-             size_t y_row_stride, const int64_t (&row0)[G]) {
+void q4_k_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+               size_t y_row_stride, const int64_t (&row0)[G]) {
   constexpr int kS = G * T <= 2 ? 2 : 1;  // chains per sum: enough in flight
   const Meta meta;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(char(0xF0));
@@ -153,7 +154,83 @@ void x4_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int
     }
 }
 
+// Q8_0 (q8_0_x4): a 64-byte load holds two rows' blocks (one per 256-bit
+// half), so vpdpbusd of |w| against the activations with w's sign gives
+// ggml's 8 int32 lanes for two rows at once, and each half gets the fma of
+// its own row's d_w * d_x: the rowmajor tile's lanes and order exactly.
 template <int G, int T>
+void q8_0_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+               size_t y_row_stride, const int64_t (&row0)[G]) {
+  const __m512i rows01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512i rows23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  __m512 acc[G][2][T];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[g][0][t] = acc[g][1][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t woff = size_t(b) * kQ8_0X4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_0);
+    __m512i x[T];
+    __m128 dx[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      x[t] = _mm512_broadcast_i64x4(load256(act[t] + aoff + 2));
+      dx[t] = _mm_set1_ps(half(act[t] + aoff));
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* gb = grp[g] + woff;
+      // 136 bytes a block: three lines cover every line the block can touch
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kPrefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kPrefetch + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kPrefetch + 128), _MM_HINT_T0);
+      const __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
+      const __m512i w[2] = {_mm512_loadu_si512(gb + 8), _mm512_loadu_si512(gb + 72)};
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i wabs = _mm512_abs_epi8(w[h]);
+        const __mmask64 neg = _mm512_movepi8_mask(w[h]);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(dw, dx[t]));
+          const __m512i xs = _mm512_mask_sub_epi8(x[t], neg, _mm512_setzero_si512(), x[t]);
+          const __m512i d = dot4(_mm512_setzero_si512(), wabs, xs);
+          acc[g][h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(h ? rows23 : rows01, sc),
+                                         acc[g][h][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        float* out = y + size_t(t) * y_row_stride + size_t(row0[g] + 2 * h);
+        out[0] = hsum256(_mm512_castps512_ps256(acc[g][h][t]));
+        out[1] = hsum256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g][h][t]), 1)));
+      }
+}
+
+struct Q4KX4 {
+  static constexpr int64_t kBlockElems = kQK_K;
+  template <int G, int T>
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                   size_t ys, const int64_t (&row0)[G]) {
+    q4_k_tile<G, T>(grp, act, nb, y, ys, row0);
+  }
+};
+struct Q8_0X4 {
+  static constexpr int64_t kBlockElems = kQK8_0;
+  template <int G, int T>
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                   size_t ys, const int64_t (&row0)[G]) {
+    q8_0_tile<G, T>(grp, act, nb, y, ys, row0);
+  }
+};
+
+template <class K, int G, int T>
 void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t) {
   const uint8_t* grp[G];
   const uint8_t* act[T];
@@ -161,35 +238,35 @@ void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t) {
   for (int g = 0; g < G; ++g) grp[g] = p.w + size_t(row0[g]) * p.w_row_stride;
 #pragma GCC unroll 4
   for (int j = 0; j < T; ++j) act[j] = activation_row(p, t + j);
-  x4_tile<G, T>(grp, act, p.cols / kQK_K, p.y + size_t(t) * p.y_row_stride, p.y_row_stride, row0);
+  K::template tile<G, T>(grp, act, p.cols / K::kBlockElems, p.y + size_t(t) * p.y_row_stride, p.y_row_stride,
+                         row0);
 }
 
 // One or two groups against all tokens: two at a time for one or two tokens
 // (two streams, and enough sums in flight), else one group and up to four.
-template <int G>
+template <class K, int G>
 void x4_groups(const RowDotParams& p, const int64_t (&row0)[G]) {
   int64_t t = 0;
   if constexpr (G == 2) {
-    for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<2, 2>(p, row0, t);
-    if (t < p.n_tokens) x4_tokens<2, 1>(p, row0, t);
+    for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<K, 2, 2>(p, row0, t);
+    if (t < p.n_tokens) x4_tokens<K, 2, 1>(p, row0, t);
   } else {
-    for (; t + 4 <= p.n_tokens; t += 4) x4_tokens<1, 4>(p, row0, t);
+    for (; t + 4 <= p.n_tokens; t += 4) x4_tokens<K, 1, 4>(p, row0, t);
     switch (p.n_tokens - t) {
-      case 3: x4_tokens<1, 3>(p, row0, t); break;
-      case 2: x4_tokens<1, 2>(p, row0, t); break;
-      case 1: x4_tokens<1, 1>(p, row0, t); break;
+      case 3: x4_tokens<K, 1, 3>(p, row0, t); break;
+      case 2: x4_tokens<K, 1, 2>(p, row0, t); break;
+      case 1: x4_tokens<K, 1, 1>(p, row0, t); break;
       default: break;
     }
   }
 }
 
-}  // namespace
-
 // Groups in pairs from the two halves of the row range (two far-apart
 // streams, as the rowmajor tiles read four quarters) while there are at
 // most two tokens; a lone group (odd count) or more tokens go one at a time.
-void q4_k_x4_rows(const RowDotParams& p) {
-  const int64_t groups = (p.row_end - p.row_begin) / kQ4KX4Rows;
+template <class K>
+void x4_rows(const RowDotParams& p) {
+  const int64_t groups = (p.row_end - p.row_begin) / kX4Rows;
   for (int64_t i = 0; i < 2 && groups > 0; ++i)
     for (size_t o = 0; o < kPrefetch; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(p.w + size_t(p.row_begin + i * (groups / 2) * 4) * p.w_row_stride + o),
@@ -198,23 +275,29 @@ void q4_k_x4_rows(const RowDotParams& p) {
     const int64_t half = groups / 2;
     for (int64_t j = 0; j < half; ++j) {
       const int64_t row0[2] = {p.row_begin + 4 * j, p.row_begin + 4 * (half + j)};
-      x4_groups<2>(p, row0);
+      x4_groups<K, 2>(p, row0);
     }
     if (groups % 2) {
       const int64_t row0[1] = {p.row_begin + 4 * (groups - 1)};
-      x4_groups<1>(p, row0);
+      x4_groups<K, 1>(p, row0);
     }
     return;
   }
   for (int64_t j = 0; j < groups; ++j) {
     const int64_t row0[1] = {p.row_begin + 4 * j};
-    x4_groups<1>(p, row0);
+    x4_groups<K, 1>(p, row0);
   }
 }
 
+}  // namespace
+
+void q4_k_x4_rows(const RowDotParams& p) { x4_rows<Q4KX4>(p); }
+void q8_0_x4_rows(const RowDotParams& p) { x4_rows<Q8_0X4>(p); }
+
 #else
-// No 512-bit kernel at this level: the reference takes the layout.
+// No 512-bit kernels at this level: the reference takes the layouts.
 void q4_k_x4_rows(const RowDotParams& p) { generic::find(DType::kQ4_K)(p); }
+void q8_0_x4_rows(const RowDotParams& p) { generic::find(DType::kQ8_0)(p); }
 #endif
 
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
