@@ -99,28 +99,26 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
   }
 }
 
-void q4_k_x4_permute_activations(uint8_t* a, int64_t cols) {
+namespace {
+// Byte group (s, h, c) of a Q8_K block sits at 64c + 32h + 4s plain and at
+// 32s + 16h + 4c permuted for q4_k_x4; to_x4 moves each one way or back.
+void permute_q8_k(uint8_t* a, int64_t cols, bool to_x4) {
   uint8_t q[kQK_K];
   for (int64_t b = 0; b < cols / kQK_K; ++b) {
     uint8_t* qs = a + size_t(b) * sizeof(BlockQ8_K) + kQ8KQs;
     std::memcpy(q, qs, kQK_K);
     for (int s = 0; s < 8; ++s)
       for (int h = 0; h < 2; ++h)
-        for (int c = 0; c < 4; ++c)
-          std::memcpy(qs + 32 * s + 16 * h + 4 * c, q + 64 * c + 32 * h + 4 * s, 4);
+        for (int c = 0; c < 4; ++c) {
+          const size_t x4 = 32 * size_t(s) + 16 * size_t(h) + 4 * size_t(c);
+          const size_t plain = 64 * size_t(c) + 32 * size_t(h) + 4 * size_t(s);
+          std::memcpy(qs + (to_x4 ? x4 : plain), q + (to_x4 ? plain : x4), 4);
+        }
   }
 }
+}  // namespace
 
-void q4_k_x4_unpermute_activations(uint8_t* a, int64_t cols) {
-  uint8_t q[kQK_K];
-  for (int64_t b = 0; b < cols / kQK_K; ++b) {
-    uint8_t* qs = a + size_t(b) * sizeof(BlockQ8_K) + kQ8KQs;
-    std::memcpy(q, qs, kQK_K);
-    for (int s = 0; s < 8; ++s)
-      for (int h = 0; h < 2; ++h)
-        for (int c = 0; c < 4; ++c)
-          std::memcpy(qs + 64 * c + 32 * h + 4 * s, q + 32 * s + 16 * h + 4 * c, 4);
-  }
-}
+void q4_k_x4_permute_activations(uint8_t* a, int64_t cols) { permute_q8_k(a, cols, true); }
+void q4_k_x4_unpermute_activations(uint8_t* a, int64_t cols) { permute_q8_k(a, cols, false); }
 
 }  // namespace tandem::kernels
