@@ -197,9 +197,12 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
     remove_dead_builds(path);
     ProcessId me = self_process();
     std::string tmp = fmt::format("{}.building-{}-{}", path, me.pid, me.start_ticks);
-    spdlog::info("building arena {} from {}: {} tensors, {:.1f} MiB, {} expert worker(s)", path,
-                 src.path(), plan.placements.size(), double(file_bytes) / (1 << 20),
-                 plan.worker_nodes.size());
+    size_t repacked = 0;
+    for (const Placement& p : plan.placements) repacked += p.layout != kernels::WeightLayout::kRowMajor;
+    spdlog::info("building arena {} from {}: {} tensors, {:.1f} MiB, {} expert worker(s), {} expert slice(s) "
+                 "repacked for the AVX-512 kernels",
+                 path, src.path(), plan.placements.size(), double(file_bytes) / (1 << 20),
+                 plan.worker_nodes.size(), repacked);
 
     BuildStats stats;
     stats.built = true;
