@@ -244,7 +244,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
   s.down_scale_stride = size_t((sd.ffn + 127) / 128);
   const size_t gu_bytes = s.gate_up_row_stride * size_t(sd.ffn);
   const size_t d_bytes = s.down_row_stride * size_t(sd.hidden);
-  const size_t per_expert = (2 * gu_bytes + d_bytes + 4095) / 4096 * 4096;
+  const size_t per_expert = 2 * gu_bytes + d_bytes;
   const int64_t top_k = 8;
   // The layer has the model's expert count, so tokens per expert are the
   // model's (256 tokens x top-8 over 256 experts: 8 each). Their weights
@@ -269,11 +269,20 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       tk::repack_rows(l, type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
       s.gate_up_layout = s.down_layout = l;
     }
-    for (int64_t e = 0; e < slots; ++e) std::memcpy(weights.p + per_expert * size_t(e), one.data(), per_expert);
+    // As the arena lays a layer out: every slot's gate, then every up, then
+    // every down (one tensor each), so an expert's gate and up lie far apart.
+    uint8_t* gate = weights.p;
+    uint8_t* up = gate + gu_bytes * size_t(slots);
+    uint8_t* down = up + gu_bytes * size_t(slots);
+    for (int64_t e = 0; e < slots; ++e) {
+      std::memcpy(gate + gu_bytes * size_t(e), one.data(), gu_bytes);
+      std::memcpy(up + gu_bytes * size_t(e), one.data() + gu_bytes, gu_bytes);
+      std::memcpy(down + d_bytes * size_t(e), one.data() + 2 * gu_bytes, d_bytes);
+    }
     for (int64_t e = 0; e < s.n_experts; ++e) {
-      uint8_t* base = weights.p + per_expert * size_t(e % slots);
-      experts[size_t(e)] = {base, base + gu_bytes, base + 2 * gu_bytes, scales.data(), scales.data(),
-                            scales.data()};
+      const size_t i = size_t(e % slots);
+      experts[size_t(e)] = {gate + gu_bytes * i, up + gu_bytes * i, down + d_bytes * i, scales.data(),
+                            scales.data(), scales.data()};
     }
   }
   const tk::MoeKernels k = tk::moe_kernels(isa, s);

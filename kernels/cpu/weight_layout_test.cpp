@@ -194,3 +194,94 @@ TEST(WeightLayout, Q4KX4ChecksRefuseWhatItCannotTake) {
 
 }  // namespace
 }  // namespace tandem::kernels
+
+namespace tandem::kernels {
+namespace {
+
+// A second matrix (w2, y2: an expert's up beside its gate) gives, at every
+// level and in every layout, exactly what two separate calls give, and
+// writes nothing outside its rows.
+TEST(RowDotPair, SecondMatrixEqualsASecondCall) {
+  std::mt19937 rng(23);
+  for (DType type : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (WeightLayout layout : {WeightLayout::kRowMajor, repacked_layout(type)}) {
+      for (int64_t rows : {4, 9, 36}) {
+        const int64_t cols = 512;
+        if (!layout_fits(layout, type, rows, cols)) continue;
+        std::vector<uint8_t> w1 = random_rows(type, rows, cols, rng), w2 = random_rows(type, rows, cols, rng);
+        repack_rows(layout, type, w1.data(), rows, cols);
+        repack_rows(layout, type, w2.data(), rows, cols);
+        for (int64_t tokens : {1, 2, 3, 5}) {
+          const std::vector<float> x = random_x(tokens * cols, rng);
+          const size_t ab = row_dot_activation_bytes(type, cols);
+          std::vector<uint8_t> a(ab * size_t(tokens));
+          convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab, CpuIsa::kGeneric,
+                                      layout);
+          RowDotParams p;
+          p.wtype = type;
+          p.layout = layout;
+          p.w_row_stride = w1.size() / size_t(rows);
+          p.rows = rows;
+          p.cols = cols;
+          p.a = a.data();
+          p.a_row_bytes = ab;
+          p.n_tokens = tokens;
+          p.y_row_stride = size_t(rows + 1);
+          p.row_begin = layout == WeightLayout::kRowMajor ? 1 : 0;
+          p.row_end = rows;
+          const size_t n = p.y_row_stride * size_t(tokens);
+          for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+            if (!supports(detect_cpu_features(), isa)) continue;
+            SCOPED_TRACE(std::string(name(type)) + " " + std::string(layout_name(layout)) + " " +
+                         std::string(isa_name(isa)) + ", " + std::to_string(rows) + " rows, " +
+                         std::to_string(tokens) + " tokens");
+            const RowDotFn f = row_dot_for(isa, type);
+            std::vector<float> y1(n, -7.0f), y2(n, -7.0f), z1(n, -7.0f), z2(n, -7.0f);
+            RowDotParams q = p;
+            q.w = w1.data();
+            q.y = y1.data();
+            f(q);
+            q.w = w2.data();
+            q.y = y2.data();
+            f(q);
+            q.w = w1.data();
+            q.y = z1.data();
+            q.w2 = w2.data();
+            q.y2 = z2.data();
+            row_dot_check(q);
+            f(q);
+            EXPECT_EQ(z1, y1);
+            EXPECT_EQ(z2, y2);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RowDotPair, Fp8AndThenRowsRefuseASecondMatrix) {
+  std::vector<uint8_t> w(4 * 128), a(row_dot_activation_bytes(DType::kF8E4M3, 128));
+  std::vector<float> y(4), y2(4), scales(1, 1.0f);
+  RowDotParams p;
+  p.wtype = DType::kF8E4M3;
+  p.w = w.data();
+  p.w_row_stride = 128;
+  p.rows = 4;
+  p.cols = 128;
+  p.scales = scales.data();
+  p.scale_row_stride = 1;
+  p.a = a.data();
+  p.a_row_bytes = a.size();
+  p.n_tokens = 1;
+  p.y = y.data();
+  p.y_row_stride = 4;
+  p.row_begin = 0;
+  p.row_end = 4;
+  EXPECT_NO_THROW(row_dot_check(p));
+  p.w2 = w.data();
+  p.y2 = y2.data();
+  EXPECT_THROW(row_dot_check(p), Error);
+}
+
+}  // namespace
+}  // namespace tandem::kernels
