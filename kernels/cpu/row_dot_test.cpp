@@ -262,7 +262,7 @@ TEST(RowDot, KQuantsSumInLlamaCppsX86OrderAtEveryLevel) {
 TEST(RowDot, FloatRowsSumInLlamaCppsAvx512Orders) {
   std::mt19937 rng(79);
   for (DType type : {DType::kF32, DType::kBF16}) {
-    for (int64_t cols : {768, 800}) {  // 800: a tail of 32 past the last 64
+    for (int64_t cols : {768, 800, 2080}) {  // 800: a tail of 32 past the last 64; 2080: column blocks
       SCOPED_TRACE(std::string(name(type)) + " cols " + std::to_string(cols));
       const Problem p = make_problem(type, 13, cols, 7, rng);
       std::vector<float> y_gemm_ref, y_ref, y_one_ref;
