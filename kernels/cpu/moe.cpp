@@ -135,21 +135,13 @@ struct Job {
     p.row_begin = f0;
     p.row_end = f1;
     p.layout = s->gate_up_layout;
-    if (s->gate_up_type != DType::kF8E4M3) {
-      // gate and up in one pass: their rows stream side by side from two
-      // far-apart regions, which DRAM serves faster (row_dot.h)
-      p.w2 = x.up;
-      p.y2 = u;
-      k->gate_up(p);
-    } else {  // FP8's block scales differ per matrix: two passes
-      p.then_rows = x.up + size_t(f0) * s->gate_up_row_stride;
-      k->gate_up(p);
-      p.then_rows = nullptr;
-      p.w = x.up;
-      p.scales = x.up_scales;
-      p.y = u;
-      k->gate_up(p);
-    }
+    p.then_rows = x.up + size_t(f0) * s->gate_up_row_stride;
+    k->gate_up(p);
+    p.then_rows = nullptr;
+    p.w = x.up;
+    p.scales = x.up_scales;
+    p.y = u;
+    k->gate_up(p);
     for (int64_t t = 0; t < m; ++t)
       k->ops.swiglu(g + size_t(t * s->ffn) + f0, u + size_t(t * s->ffn) + f0, f1 - f0);
     const DType act = row_dot_activation_type(s->down_type);

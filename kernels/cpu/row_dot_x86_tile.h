@@ -215,7 +215,7 @@ inline float* out_ptr(const RowDotParams& p, int m, int64_t r) { return (m ? p.y
 template <template <int, int> class Tile>
 void drive(const RowDotParams& p) {
   const int64_t n = p.row_end - p.row_begin;
-  const size_t row_bytes = size_t(*bytes_for(p.wtype, uint64_t(p.cols)));
+  const size_t row_bytes = size_t(*bytes_for(p.wtype, uint64_t(n > 0 ? p.cols : 0)));
   // Each stream's next row is the next one; the last rows run on into the
   // caller's next rows (then_rows), when given.
   const Ahead ah{row_bytes, intptr_t(p.w_row_stride)};
