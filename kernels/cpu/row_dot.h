@@ -61,14 +61,6 @@ struct RowDotParams {
   // multiples of 4, w_row_stride is the row length, and the activations
   // were converted for that layout (convert_row_dot_activations).
   WeightLayout layout = WeightLayout::kRowMajor;
-  // Optional: a second matrix of the same type, layout, shape and strides,
-  // multiplied by the same activations into y2 (y's strides): an expert's up
-  // projection beside its gate. The kernels read its rows beside w's, and
-  // DRAM serves streams in two far-apart regions faster than as many
-  // streams within one (2 threads, 4 streams each: 72-75 GB/s against 64).
-  // Not with FP8 (its block scales), nor with then_rows.
-  const uint8_t* w2 = nullptr;
-  float* y2 = nullptr;
 };
 
 using RowDotFn = void (*)(const RowDotParams&);

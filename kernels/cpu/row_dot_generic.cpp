@@ -60,22 +60,7 @@ void rows_x4(const RowDotParams& p) {
   }
 }
 
-// The reference takes a second matrix (w2) as a second call.
-template <void (*F)(const RowDotParams&)>
-bool split_pair(const RowDotParams& p) {
-  if (!p.w2) return false;
-  RowDotParams q = p;
-  q.w2 = nullptr;
-  q.y2 = nullptr;
-  F(q);
-  q.w = p.w2;
-  q.y = p.y2;
-  F(q);
-  return true;
-}
-
 void rows_matmul(const RowDotParams& p) {
-  if (split_pair<rows_matmul>(p)) return;
   if (p.layout != WeightLayout::kRowMajor) return rows_x4(p);
   const bool f32 = p.wtype == DType::kF32;
   const size_t a_bytes = f32 ? 0 : row_dot_activation_bytes(p.wtype, p.cols);
@@ -224,8 +209,6 @@ void row_dot_check(const RowDotParams& p) {
   if (p.n_tokens > 1 && p.y_row_stride < size_t(p.rows))
     fail(ErrorKind::kInternal, "row dot {}: output row stride {} < {} rows", tn, p.y_row_stride,
          p.rows);
-  if (p.w2 && (!p.y2 || p.wtype == DType::kF8E4M3 || p.then_rows))
-    fail(ErrorKind::kInternal, "row dot {}: a second matrix needs y2, and not FP8 or then_rows", tn);
   if (p.layout != WeightLayout::kRowMajor) {
     if (!layout_fits(p.layout, p.wtype, p.rows, p.cols) || p.row_begin % kX4Rows != 0 ||
         p.row_end % kX4Rows != 0 || p.w_row_stride != *w_row || p.gemm_order)

@@ -12,7 +12,6 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include <utility>
 
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -144,27 +143,20 @@ struct Ahead {
 // far apart, each sequential (one quarter, row after row). DRAM serves such
 // streams faster than R neighbouring rows (its banks work in parallel): a
 // read of 4 separate streams measured 84 GB/s where one stream gave 62.
-// The R rows of a tile: index (for FP8's scale rows), weights, and where
-// token 0's result goes (token t's is y[i] + t * y_row_stride). Rows may
-// come from w or w2.
-template <int R>
-struct TileRows {
-  int64_t idx[R];
-  const uint8_t* w[R];
-  float* y[R];
-};
-
 template <template <int, int> class Tile, int R, int T>
-void tile(const RowDotParams& p, const TileRows<R>& rows, int64_t t, const Ahead& ah) {
+void tile(const RowDotParams& p, const int64_t (&rows)[R], int64_t t, const Ahead& ah) {
+  const uint8_t* w[R];
   const uint8_t* a[T];
   float out[R][T];
 #pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) w[i] = p.w + size_t(rows[i]) * p.w_row_stride;
+#pragma GCC unroll 8
   for (int j = 0; j < T; ++j) a[j] = activation_row(p, t + j);
-  Tile<R, T>::run(p, rows.idx, rows.w, a, out, ah);
+  Tile<R, T>::run(p, rows, w, a, out, ah);
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) rows.y[i][size_t(t + j) * p.y_row_stride] = out[i][j];
+    for (int j = 0; j < T; ++j) p.y[size_t(t + j) * p.y_row_stride + size_t(rows[i])] = out[i][j];
 }
 
 // With several token groups per tile only the first one streams its rows
@@ -173,22 +165,23 @@ void tile(const RowDotParams& p, const TileRows<R>& rows, int64_t t, const Ahead
 // of the next tile's rows (to L2; the in-row prefetch then brings them to
 // L1), and the next tile starts warm.
 template <int R>
-void prefetch_next_rows(const TileRows<R>& rows, const Ahead& ah, int64_t share, int64_t shares) {
+void prefetch_next_rows(const RowDotParams& p, const int64_t (&rows)[R], const Ahead& ah,
+                        int64_t share, int64_t shares) {
   const size_t span = (ah.row_bytes + 63) / 64, b0 = span * size_t(share) / size_t(shares),
                b1 = span * size_t(share + 1) / size_t(shares);
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
-    const uint8_t* next = rows.w[i] + size_t(ah.next);
+    const uint8_t* next = p.w + size_t(rows[i]) * p.w_row_stride + size_t(ah.next);
     for (size_t b = b0; b < b1; ++b) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * b), _MM_HINT_T1);
   }
 }
 
 template <template <int, int> class Tile, int R>
-void tokens(const RowDotParams& p, const TileRows<R>& rows, const Ahead& ah) {
+void tokens(const RowDotParams& p, const int64_t (&rows)[R], const Ahead& ah) {
   int64_t t = 0;
   const int64_t groups = p.n_tokens / 4;
   for (; t + 4 <= p.n_tokens; t += 4) {
-    if (t > 0) prefetch_next_rows<R>(rows, ah, t / 4 - 1, groups - 1);
+    if (t > 0) prefetch_next_rows<R>(p, rows, ah, t / 4 - 1, groups - 1);
     tile<Tile, R, 4>(p, rows, t, ah);
   }
   switch (p.n_tokens - t) {
@@ -201,54 +194,35 @@ void tokens(const RowDotParams& p, const TileRows<R>& rows, const Ahead& ah) {
 
 // The first rows start cold: ask for their first kPrefetch bytes before
 // computing (later rows were prefetched while their predecessors ran).
-inline void prefetch_row_start(const uint8_t* row) {
+inline void prefetch_row_start(const RowDotParams& p, int64_t r) {
+  const uint8_t* row = p.w + size_t(r) * p.w_row_stride;
   for (size_t o = 0; o < kPrefetch; o += 64)
     _mm_prefetch(reinterpret_cast<const char*>(row + o), _MM_HINT_T0);
 }
 
-// Row r of matrix w (m = 0) or w2 (m = 1) as a tile row.
-inline const uint8_t* row_ptr(const RowDotParams& p, int m, int64_t r) {
-  return (m ? p.w2 : p.w) + size_t(r) * p.w_row_stride;
-}
-inline float* out_ptr(const RowDotParams& p, int m, int64_t r) { return (m ? p.y2 : p.y) + size_t(r); }
-
 template <template <int, int> class Tile>
 void drive(const RowDotParams& p) {
-  const int64_t n = p.row_end - p.row_begin;
-  const size_t row_bytes = size_t(*bytes_for(p.wtype, uint64_t(n > 0 ? p.cols : 0)));
+  const int64_t n = p.row_end - p.row_begin, q = n / 4;
+  const size_t row_bytes = size_t(*bytes_for(p.wtype, uint64_t(p.cols)));
   // Each stream's next row is the next one; the last rows run on into the
   // caller's next rows (then_rows), when given.
   const Ahead ah{row_bytes, intptr_t(p.w_row_stride)};
-  // The 4 streams: the quarters of the range, or with a second matrix the
-  // halves of the range in each (two far-apart regions).
-  const int64_t parts = p.w2 ? 2 : 4, q = n / parts;
-  auto stream = [&](int i, int64_t j) { return std::pair<int, int64_t>{p.w2 ? i / 2 : 0, p.row_begin + (i % parts) * q + j}; };
-  for (int i = 0; i < 4 && q > 0; ++i) {
-    const auto [m, r] = stream(i, 0);
-    prefetch_row_start(row_ptr(p, m, r));
-  }
+  for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
-    TileRows<4> rows;
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      const auto [m, r] = stream(i, j);
-      rows.idx[i] = r;
-      rows.w[i] = row_ptr(p, m, r);
-      rows.y[i] = out_ptr(p, m, r);
-    }
+    const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,
+                             p.row_begin + 3 * q + j};
     if (j + 1 == q && p.then_rows && 4 * q == n) {
       Ahead last = ah;
-      last.next = intptr_t(uintptr_t(p.then_rows) - uintptr_t(rows.w[3]));
+      last.next = intptr_t(uintptr_t(p.then_rows) - uintptr_t(p.w + size_t(rows[3]) * p.w_row_stride));
       tokens<Tile, 4>(p, rows, last);
     } else {
       tokens<Tile, 4>(p, rows, ah);
     }
   }
-  for (int m = 0; m < (p.w2 ? 2 : 1); ++m)
-    for (int64_t r = p.row_begin + parts * q; r < p.row_end; ++r) {
-      const TileRows<1> rows{{r}, {row_ptr(p, m, r)}, {out_ptr(p, m, r)}};
-      tokens<Tile, 1>(p, rows, ah);
-    }
+  for (int64_t r = p.row_begin + 4 * q; r < p.row_end; ++r) {
+    const int64_t rows[1] = {r};
+    tokens<Tile, 1>(p, rows, ah);
+  }
 }
 
 }  // namespace

@@ -64,8 +64,8 @@ struct Meta {
 
 // G groups (4 rows each) x T tokens. acc[g][t] lanes: (sum, min) of row 0..3.
 template <int G, int T>
-void q4_k_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
-               float* const (&y)[G], size_t y_row_stride) {
+void q4_k_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+               size_t y_row_stride, const int64_t (&row0)[G]) {
   constexpr int kS = G * T <= 2 ? 2 : 1;  // chains per sum: enough in flight
   const Meta meta;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(char(0xF0));
@@ -150,7 +150,7 @@ void q4_k_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], i
     for (int t = 0; t < T; ++t) {
       alignas(32) float r[8];
       _mm256_store_ps(r, acc[g][t]);
-      for (int i = 0; i < 4; ++i) y[g][size_t(t) * y_row_stride + size_t(i)] = r[2 * i] - r[2 * i + 1];
+      for (int i = 0; i < 4; ++i) y[size_t(t) * y_row_stride + size_t(row0[g] + i)] = r[2 * i] - r[2 * i + 1];
     }
 }
 
@@ -159,8 +159,8 @@ void q4_k_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], i
 // ggml's 8 int32 lanes for two rows at once, and each half gets the fma of
 // its own row's d_w * d_x: the rowmajor tile's lanes and order exactly.
 template <int G, int T>
-void q8_0_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
-               float* const (&y)[G], size_t y_row_stride) {
+void q8_0_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+               size_t y_row_stride, const int64_t (&row0)[G]) {
   const __m512i rows01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i rows23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   __m512 acc[G][2][T];
@@ -207,7 +207,7 @@ void q8_0_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], i
     for (int h = 0; h < 2; ++h)
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        float* out = y[g] + size_t(t) * y_row_stride + size_t(2 * h);
+        float* out = y + size_t(t) * y_row_stride + size_t(row0[g] + 2 * h);
         out[0] = hsum256(_mm512_castps512_ps256(acc[g][h][t]));
         out[1] = hsum256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g][h][t]), 1)));
       }
@@ -222,103 +222,92 @@ struct Q4KX4 {
   static constexpr int64_t kBlockElems = kQK_K;
   static constexpr int kDecodeGroups = 2;
   template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
-                   float* const (&y)[G], size_t ys) {
-    q4_k_tile<G, T>(grp, act, nb, y, ys);
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                   size_t ys, const int64_t (&row0)[G]) {
+    q4_k_tile<G, T>(grp, act, nb, y, ys, row0);
   }
 };
 struct Q8_0X4 {
   static constexpr int64_t kBlockElems = kQK8_0;
   static constexpr int kDecodeGroups = 4;
   template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
-                   float* const (&y)[G], size_t ys) {
-    q8_0_tile<G, T>(grp, act, nb, y, ys);
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                   size_t ys, const int64_t (&row0)[G]) {
+    q8_0_tile<G, T>(grp, act, nb, y, ys, row0);
   }
-};
-
-// A group: its first row in matrix w (m = 0) or w2 (m = 1).
-struct Group {
-  int m;
-  int64_t row0;
 };
 
 template <class K, int G, int T>
-void x4_tokens(const RowDotParams& p, const Group (&gs)[G], int64_t t) {
+void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t) {
   const uint8_t* grp[G];
-  float* y[G];
   const uint8_t* act[T];
 #pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) {
-    grp[g] = (gs[g].m ? p.w2 : p.w) + size_t(gs[g].row0) * p.w_row_stride;
-    y[g] = (gs[g].m ? p.y2 : p.y) + size_t(t) * p.y_row_stride + size_t(gs[g].row0);
-  }
+  for (int g = 0; g < G; ++g) grp[g] = p.w + size_t(row0[g]) * p.w_row_stride;
 #pragma GCC unroll 4
   for (int j = 0; j < T; ++j) act[j] = activation_row(p, t + j);
-  K::template tile<G, T>(grp, act, p.cols / K::kBlockElems, y, p.y_row_stride);
+  K::template tile<G, T>(grp, act, p.cols / K::kBlockElems, p.y + size_t(t) * p.y_row_stride, p.y_row_stride,
+                         row0);
 }
 
-// Groups side by side against all tokens: G = 2 or 4 for one token, 2 for
-// two tokens (far-apart streams, and enough sums in flight), else one group
-// and up to four tokens at a time.
+// One or two groups against all tokens: two at a time for one or two tokens
+// (two streams, and enough sums in flight), else one group and up to four.
 template <class K, int G>
-void x4_groups(const RowDotParams& p, const Group (&gs)[G]) {
+void x4_groups(const RowDotParams& p, const int64_t (&row0)[G]) {
   int64_t t = 0;
-  if constexpr (G == 4) {
-    x4_tokens<K, 4, 1>(p, gs, 0);
-  } else if constexpr (G == 2) {
-    for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<K, 2, 2>(p, gs, t);
-    if (t < p.n_tokens) x4_tokens<K, 2, 1>(p, gs, t);
+  if constexpr (G == 2) {
+    for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<K, 2, 2>(p, row0, t);
+    if (t < p.n_tokens) x4_tokens<K, 2, 1>(p, row0, t);
   } else {
-    for (; t + 4 <= p.n_tokens; t += 4) x4_tokens<K, 1, 4>(p, gs, t);
+    for (; t + 4 <= p.n_tokens; t += 4) x4_tokens<K, 1, 4>(p, row0, t);
     switch (p.n_tokens - t) {
-      case 3: x4_tokens<K, 1, 3>(p, gs, t); break;
-      case 2: x4_tokens<K, 1, 2>(p, gs, t); break;
-      case 1: x4_tokens<K, 1, 1>(p, gs, t); break;
+      case 3: x4_tokens<K, 1, 3>(p, row0, t); break;
+      case 2: x4_tokens<K, 1, 2>(p, row0, t); break;
+      case 1: x4_tokens<K, 1, 1>(p, row0, t); break;
       default: break;
     }
   }
 }
 
-// The streams: G groups at a time (K::kDecodeGroups for one token, 2 for
-// two, 1 for more), taken from as many equal parts of the groups. The parts
-// are the range's quarters or halves, or with a second matrix the halves
-// (or whole) of the range in each of the two: far-apart regions, which DRAM
-// serves faster. The groups left over go one at a time.
-template <class K, int G>
-void x4_streams(const RowDotParams& p, int64_t groups) {
-  // x4_rows takes G >= 2 with a second matrix
-  const int matrices = p.w2 ? 2 : 1, per = G / matrices;  // parts per matrix
-  const int64_t q = groups / per;
-  for (int k = 0; k < G; ++k)
-    for (size_t o = 0; o < kPrefetch && q > 0; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>((k / per ? p.w2 : p.w) +
-                                                 size_t(p.row_begin + (k % per) * q * kX4Rows) * p.w_row_stride + o),
-                   _MM_HINT_T0);
-  for (int64_t j = 0; j < q; ++j) {
-    Group gs[G];
-#pragma GCC unroll 4
-    for (int k = 0; k < G; ++k) gs[k] = {k / per, p.row_begin + ((k % per) * q + j) * kX4Rows};
-    x4_groups<K, G>(p, gs);
-  }
-  for (int m = 0; m < matrices; ++m)
-    for (int64_t j = per * q; j < groups; ++j) {
-      const Group gs[1] = {{m, p.row_begin + j * kX4Rows}};
-      x4_groups<K, 1>(p, gs);
-    }
-}
-
+// For one token, K::kDecodeGroups groups at a time from as many parts of the
+// row range (far-apart streams, as the rowmajor tiles read four quarters);
+// for two tokens, pairs of groups from the two halves; the groups left over,
+// and more tokens, one group at a time.
 template <class K>
 void x4_rows(const RowDotParams& p) {
   const int64_t groups = (p.row_end - p.row_begin) / kX4Rows;
-  if (p.n_tokens == 1 && K::kDecodeGroups == 4)
-    x4_streams<K, 4>(p, groups);
-  else if (p.n_tokens <= 2)
-    x4_streams<K, 2>(p, groups);
-  else if (p.w2)
-    x4_streams<K, 2>(p, groups);  // pairs of groups, 2 tokens at a time
-  else
-    x4_streams<K, 1>(p, groups);
+  for (int64_t i = 0; i < 2 && groups > 0; ++i)
+    for (size_t o = 0; o < kPrefetch; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p.w + size_t(p.row_begin + i * (groups / 2) * 4) * p.w_row_stride + o),
+                   _MM_HINT_T0);
+  if (K::kDecodeGroups == 4 && p.n_tokens == 1 && groups >= 4) {
+    const int64_t q = groups / 4;
+    for (int64_t j = 0; j < q; ++j) {
+      const int64_t row0[4] = {p.row_begin + 4 * j, p.row_begin + 4 * (q + j), p.row_begin + 4 * (2 * q + j),
+                               p.row_begin + 4 * (3 * q + j)};
+      x4_tokens<K, 4, 1>(p, row0, 0);
+    }
+    for (int64_t j = 4 * q; j < groups; ++j) {
+      const int64_t row0[1] = {p.row_begin + 4 * j};
+      x4_groups<K, 1>(p, row0);
+    }
+    return;
+  }
+  if (p.n_tokens <= 2) {
+    const int64_t half = groups / 2;
+    for (int64_t j = 0; j < half; ++j) {
+      const int64_t row0[2] = {p.row_begin + 4 * j, p.row_begin + 4 * (half + j)};
+      x4_groups<K, 2>(p, row0);
+    }
+    if (groups % 2) {
+      const int64_t row0[1] = {p.row_begin + 4 * (groups - 1)};
+      x4_groups<K, 1>(p, row0);
+    }
+    return;
+  }
+  for (int64_t j = 0; j < groups; ++j) {
+    const int64_t row0[1] = {p.row_begin + 4 * j};
+    x4_groups<K, 1>(p, row0);
+  }
 }
 
 }  // namespace
