@@ -46,7 +46,7 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
                                           info(row_dot_activation_type(s.down_type)).block_elems);
   const double gu_row = double(*bytes_for(s.gate_up_type, uint64_t(s.hidden)));
   const double d_row = double(*bytes_for(s.down_type, uint64_t(s.ffn)));
-  // q4_k_x4 gate/up rows come in groups of 4 (block is a power of two).
+  // Repacked (x4) gate/up rows come in groups of 4 (block is a power of two).
   const int64_t a_step = s.gate_up_layout == WeightLayout::kRowMajor ? block : std::max<int64_t>(block, kX4Rows);
   l.chunk_a = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / (2 * gu_row))), a_step);
   l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, a_step));

@@ -11,7 +11,6 @@
 #include "common/error.h"
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/row_dot.h"
 #include "kernels/cpu/vec_ops.h"
@@ -26,9 +25,8 @@ void rows_matmul(const RowDotParams& p);
 // rows_matmul.
 void rows_x4(const RowDotParams& p) {
   const bool q4 = p.layout == WeightLayout::kQ4KX4;
-  const size_t block = q4 ? sizeof(BlockQ4_K) : sizeof(BlockQ8_0);
-  const size_t group_block = q4 ? kQ4KX4GroupBlock : kQ8_0X4GroupBlock;
-  const size_t row_bytes = p.w_row_stride, nb = row_bytes / block;
+  const X4Blocks blocks = x4_blocks(p.layout);
+  const size_t row_bytes = p.w_row_stride, nb = row_bytes / blocks.row_block;
   const size_t a_bytes = row_dot_activation_bytes(p.wtype, p.cols);
   std::vector<uint8_t> w(4 * row_bytes), a(a_bytes * size_t(p.n_tokens));
   for (int64_t t = 0; t < p.n_tokens; ++t) {
@@ -40,8 +38,8 @@ void rows_x4(const RowDotParams& p) {
     const uint8_t* group = p.w + size_t(r0) * row_bytes;
     for (size_t b = 0; b < nb; ++b) {
       uint8_t* rows4[4];
-      for (int r = 0; r < 4; ++r) rows4[r] = w.data() + size_t(r) * row_bytes + b * block;
-      x4_unpack_block(p.layout, group + b * group_block, rows4);
+      for (int r = 0; r < 4; ++r) rows4[r] = w.data() + size_t(r) * row_bytes + b * blocks.row_block;
+      x4_unpack_block(p.layout, group + b * blocks.group_block, rows4);
     }
     RowDotParams q = p;
     q.layout = WeightLayout::kRowMajor;

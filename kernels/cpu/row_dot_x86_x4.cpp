@@ -62,10 +62,31 @@ struct Meta {
   }
 };
 
-// G groups (4 rows each) x T tokens. acc[g][t] lanes: (sum, min) of row 0..3.
+// The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
+// starting at row row0[g]) x T tokens. kDecodeGroups: groups side by side
+// for one token, from that many parts of the row range (far-apart streams).
+// Q8_0 has less work per byte and kept DRAM busier with four
+// (tandem-bench-moe, DeepSeek-V3 shape, batch 1: 81-88% of read bandwidth
+// against 77-84% with two, alternating runs); Q4_K did not gain from it.
+struct Q4KX4 {
+  static constexpr int64_t kBlockElems = kQK_K;
+  static constexpr int kDecodeGroups = 2;
+  template <int G, int T>
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                   size_t y_row_stride, const int64_t (&row0)[G]);
+};
+struct Q8_0X4 {
+  static constexpr int64_t kBlockElems = kQK8_0;
+  static constexpr int kDecodeGroups = 4;
+  template <int G, int T>
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                   size_t y_row_stride, const int64_t (&row0)[G]);
+};
+
+// acc[g][t] lanes: (sum, min) of rows 0..3.
 template <int G, int T>
-void q4_k_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-               size_t y_row_stride, const int64_t (&row0)[G]) {
+void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                 size_t y_row_stride, const int64_t (&row0)[G]) {
   constexpr int kS = G * T <= 2 ? 2 : 1;  // chains per sum: enough in flight
   const Meta meta;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(char(0xF0));
@@ -159,8 +180,8 @@ void q4_k_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], i
 // ggml's 8 int32 lanes for two rows at once, and each half gets the fma of
 // its own row's d_w * d_x: the rowmajor tile's lanes and order exactly.
 template <int G, int T>
-void q8_0_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-               size_t y_row_stride, const int64_t (&row0)[G]) {
+void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                  size_t y_row_stride, const int64_t (&row0)[G]) {
   const __m512i rows01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i rows23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   __m512 acc[G][2][T];
@@ -213,30 +234,6 @@ void q8_0_tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], i
       }
 }
 
-// kDecodeGroups: groups side by side for one token, from that many parts of
-// the row range (far-apart streams). Q8_0 has less work per byte and kept
-// DRAM busier with four (tandem-bench-moe, DeepSeek-V3 shape, batch 1: 81-88%
-// of read bandwidth against 77-84% with two, alternating runs); Q4_K did
-// not gain from it.
-struct Q4KX4 {
-  static constexpr int64_t kBlockElems = kQK_K;
-  static constexpr int kDecodeGroups = 2;
-  template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                   size_t ys, const int64_t (&row0)[G]) {
-    q4_k_tile<G, T>(grp, act, nb, y, ys, row0);
-  }
-};
-struct Q8_0X4 {
-  static constexpr int64_t kBlockElems = kQK8_0;
-  static constexpr int kDecodeGroups = 4;
-  template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                   size_t ys, const int64_t (&row0)[G]) {
-    q8_0_tile<G, T>(grp, act, nb, y, ys, row0);
-  }
-};
-
 template <class K, int G, int T>
 void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t) {
   const uint8_t* grp[G];
@@ -249,12 +246,15 @@ void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t) {
                          row0);
 }
 
-// One or two groups against all tokens: two at a time for one or two tokens
-// (two streams, and enough sums in flight), else one group and up to four.
+// Groups side by side against all tokens: four for one token, two for one
+// or two tokens (far-apart streams, and enough sums in flight), else one
+// group and up to four tokens at a time.
 template <class K, int G>
 void x4_groups(const RowDotParams& p, const int64_t (&row0)[G]) {
   int64_t t = 0;
-  if constexpr (G == 2) {
+  if constexpr (G == 4) {
+    x4_tokens<K, 4, 1>(p, row0, 0);
+  } else if constexpr (G == 2) {
     for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<K, 2, 2>(p, row0, t);
     if (t < p.n_tokens) x4_tokens<K, 2, 1>(p, row0, t);
   } else {
@@ -268,46 +268,38 @@ void x4_groups(const RowDotParams& p, const int64_t (&row0)[G]) {
   }
 }
 
-// For one token, K::kDecodeGroups groups at a time from as many parts of the
-// row range (far-apart streams, as the rowmajor tiles read four quarters);
-// for two tokens, pairs of groups from the two halves; the groups left over,
-// and more tokens, one group at a time.
+// G groups at a time, one from each of G equal parts of the range (far-apart
+// streams, as the rowmajor tiles read four quarters), each part's start
+// prefetched first; the groups left over go one at a time.
+template <class K, int G>
+void x4_streams(const RowDotParams& p, int64_t groups) {
+  const int64_t q = groups / G;
+  for (int k = 0; k < G && q > 0; ++k)
+    for (size_t o = 0; o < kPrefetch; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p.w + size_t(p.row_begin + k * q * kX4Rows) * p.w_row_stride + o),
+                   _MM_HINT_T0);
+  for (int64_t j = 0; j < q; ++j) {
+    int64_t row0[G];
+#pragma GCC unroll 4
+    for (int k = 0; k < G; ++k) row0[k] = p.row_begin + (k * q + j) * kX4Rows;
+    x4_groups<K, G>(p, row0);
+  }
+  for (int64_t j = G * q; j < groups; ++j) {
+    const int64_t row0[1] = {p.row_begin + j * kX4Rows};
+    x4_groups<K, 1>(p, row0);
+  }
+}
+
+// K::kDecodeGroups streams for one token, two for two tokens, one for more.
 template <class K>
 void x4_rows(const RowDotParams& p) {
   const int64_t groups = (p.row_end - p.row_begin) / kX4Rows;
-  for (int64_t i = 0; i < 2 && groups > 0; ++i)
-    for (size_t o = 0; o < kPrefetch; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p.w + size_t(p.row_begin + i * (groups / 2) * 4) * p.w_row_stride + o),
-                   _MM_HINT_T0);
-  if (K::kDecodeGroups == 4 && p.n_tokens == 1 && groups >= 4) {
-    const int64_t q = groups / 4;
-    for (int64_t j = 0; j < q; ++j) {
-      const int64_t row0[4] = {p.row_begin + 4 * j, p.row_begin + 4 * (q + j), p.row_begin + 4 * (2 * q + j),
-                               p.row_begin + 4 * (3 * q + j)};
-      x4_tokens<K, 4, 1>(p, row0, 0);
-    }
-    for (int64_t j = 4 * q; j < groups; ++j) {
-      const int64_t row0[1] = {p.row_begin + 4 * j};
-      x4_groups<K, 1>(p, row0);
-    }
-    return;
-  }
-  if (p.n_tokens <= 2) {
-    const int64_t half = groups / 2;
-    for (int64_t j = 0; j < half; ++j) {
-      const int64_t row0[2] = {p.row_begin + 4 * j, p.row_begin + 4 * (half + j)};
-      x4_groups<K, 2>(p, row0);
-    }
-    if (groups % 2) {
-      const int64_t row0[1] = {p.row_begin + 4 * (groups - 1)};
-      x4_groups<K, 1>(p, row0);
-    }
-    return;
-  }
-  for (int64_t j = 0; j < groups; ++j) {
-    const int64_t row0[1] = {p.row_begin + 4 * j};
-    x4_groups<K, 1>(p, row0);
-  }
+  if (K::kDecodeGroups == 4 && p.n_tokens == 1 && groups >= 4)
+    x4_streams<K, 4>(p, groups);
+  else if (p.n_tokens <= 2)
+    x4_streams<K, 2>(p, groups);
+  else
+    x4_streams<K, 1>(p, groups);
 }
 
 }  // namespace

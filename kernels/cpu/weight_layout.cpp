@@ -16,15 +16,12 @@ constexpr size_t kQ8KQs = offsetof(BlockQ8_K, qs);
 constexpr size_t group_qs(int r, int s, int c) { return 64 + 64 * size_t(s) + 16 * size_t(r) + 4 * size_t(c); }
 constexpr size_t row_qs(int s, int c) { return kQsOffset + 32 * size_t(c) + 4 * size_t(s); }
 
-struct Shape {
-  size_t block_elems, row_block, group_block;
-};
-Shape shape_of(WeightLayout l) {
+}  // namespace
+
+X4Blocks x4_blocks(WeightLayout l) {
   if (l == WeightLayout::kQ4KX4) return {kQK_K, sizeof(BlockQ4_K), kQ4KX4GroupBlock};
   return {kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
 }
-
-}  // namespace
 
 std::string_view layout_name(WeightLayout l) {
   switch (l) {
@@ -49,7 +46,7 @@ WeightLayout repacked_layout(DType type) {
 
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   if (l == WeightLayout::kRowMajor) return true;
-  const int64_t block = int64_t(shape_of(l).block_elems);
+  const int64_t block = int64_t(x4_blocks(l).block_elems);
   return repacked_layout(type) == l && rows > 0 && rows % kX4Rows == 0 && cols > 0 && cols % block == 0;
 }
 
@@ -85,7 +82,7 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
   if (!layout_fits(l, type, rows, cols))
     fail_invalid("layout {} cannot hold a {} x {} matrix of {}", layout_name(l), rows, cols, name(type));
   if (l == WeightLayout::kRowMajor) return;
-  const Shape sh = shape_of(l);
+  const X4Blocks sh = x4_blocks(l);
   const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
   std::vector<uint8_t> tmp(4 * row_bytes);
   for (int64_t g = 0; g < rows / 4; ++g) {

@@ -56,6 +56,13 @@ inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a gro
 
 inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
 
+// The block sizes of an x4 layout: values per row block, bytes of one row's
+// block, bytes of a group's (4 rows').
+struct X4Blocks {
+  size_t block_elems, row_block, group_block;
+};
+X4Blocks x4_blocks(WeightLayout l);
+
 // One group's block of an x4 layout to and from the 4 rows' plain blocks.
 void x4_pack_block(WeightLayout l, const uint8_t* rows4[4], uint8_t* group_block);
 void x4_unpack_block(WeightLayout l, const uint8_t* group_block, uint8_t* rows4[4]);
