@@ -13,9 +13,10 @@
 //     e % slots), so every expert's bytes come from DRAM.
 // Bandwidth and peak are the best of --reps passes (as STREAM reports); the
 // layer rows are medians over --reps repetitions.
-// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K and
-// Q8_0 are stored as the loader stores them on this machine (q4_k_x4 and
-// q8_0_x4 from avx512 up, "/x4" in the table); --rowmajor keeps plain rows. --hot skips the
+// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K, Q8_0
+// and BF16 are stored as the loader stores them on this machine (q4_k_x4 and
+// q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with avx512bf16,
+// "/x16"); --rowmajor keeps plain rows. --hot skips the
 // read before each repetition (with a small --pool-gib: the kernels' speed
 // with weights in cache, their compute ceiling).
 #include <immintrin.h>
@@ -229,7 +230,7 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
 }
 
 tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, bool rowmajor) {
-  return rowmajor || !tk::repacked_layouts_pay_off(isa) ? tk::WeightLayout::kRowMajor : tk::repacked_layout(type);
+  return rowmajor ? tk::WeightLayout::kRowMajor : tk::expert_layout(type, isa);
 }
 
 void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType type,
@@ -329,7 +330,8 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     const double t = median(times);
     const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
     std::string tname(tandem::name(type));
-    if (s.gate_up_layout != tk::WeightLayout::kRowMajor) tname += "/x4";
+    if (s.gate_up_layout != tk::WeightLayout::kRowMajor)
+      tname += s.gate_up_layout == tk::WeightLayout::kBf16X16 ? "/x16" : "/x4";
     std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %9.1f %6.1f%%\n", sd.name.c_str(),
                 tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),

@@ -21,7 +21,7 @@ InProcessGraph::InProcessGraph(const std::string& model, int expert_workers, int
   const kernels::CpuIsa isa = kernels::choose_isa_from_environment();
   arena::BuildOptions b;
   b.worker_nodes = plan_worker_nodes(expert_workers, numa_node_count());
-  b.repack_experts = kernels::repacked_layouts_pay_off(isa);  // as the loader decides
+  b.repack_for = isa;  // as the loader decides
   arena::BuildStats stats;
   arena_ = std::make_unique<arena::Arena>(arena::Arena::open_or_build(run_.file("arena"), *src, b, &stats));
   src.reset();  // the arena holds every weight now

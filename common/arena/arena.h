@@ -19,6 +19,7 @@
 #include "common/arena/arena_format.h"
 #include "common/dtype.h"
 #include "common/mapped_file.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "common/shm/shm_file.h"
 
 namespace capnp {
@@ -55,9 +56,10 @@ struct BuildOptions {
   // Alignment of tensors and regions; 0 picks the file system's page size
   // (the huge page size on hugetlbfs).
   uint64_t alignment = 0;
-  // Store routed Q4_K and Q8_0 expert slices repacked (arena_plan.h); the
-  // loader asks for it when the CPU runs the AVX-512 kernels.
-  bool repack_experts = false;
+  // The expert workers' kernel level: routed expert slices are stored in
+  // the layouts its kernels read fastest (arena_plan.h); the loader passes
+  // the level it detects. Generic: every slice rowmajor.
+  kernels::CpuIsa repack_for = kernels::CpuIsa::kGeneric;
   // Called about once a second while building, and once at the end; when
   // empty, progress is logged (bytes, rate, ETA).
   std::function<void(const BuildProgress&)> on_progress;

@@ -178,12 +178,20 @@ uint64_t default_alignment(const std::string& dir) {
   return uint64_t(::sysconf(_SC_PAGESIZE));
 }
 
+namespace {
+// Hugging Face sources run the experts' f32 reference path (their reference
+// computes in f32), which reads rowmajor rows only: nothing is repacked.
+kernels::CpuIsa repack_level(const ModelSource& src, const BuildOptions& o) {
+  return src.format() == SourceFormat::kHuggingFace ? kernels::CpuIsa::kGeneric : o.repack_for;
+}
+}  // namespace
+
 BuildStats Arena::build(const std::string& path, const ModelSource& src, const BuildOptions& options) {
   return with_context([&] { return "while building the weight arena " + path; }, [&] {
     const std::string dir = parent_dir(path);
     const uint64_t alignment = options.alignment ? options.alignment : default_alignment(dir);
     ModelIdentity id = identify_files(src.files());
-    ArenaPlan plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_experts);
+    ArenaPlan plan = plan_arena(src.tensors(), options.worker_nodes, alignment, repack_level(src, options));
     kj::Array<capnp::word> manifest = make_manifest(plan, src, id);
     const uint64_t manifest_bytes = manifest.asBytes().size();
     const uint64_t file_bytes = align_up(plan.data_end + manifest_bytes, alignment);
@@ -200,7 +208,7 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
     size_t repacked = 0;
     for (const Placement& p : plan.placements) repacked += p.layout != kernels::WeightLayout::kRowMajor;
     spdlog::info("building arena {} from {}: {} tensors, {:.1f} MiB, {} expert worker(s), {} expert slice(s) "
-                 "repacked for the AVX-512 kernels",
+                 "repacked for the expert workers' kernels",
                  path, src.path(), plan.placements.size(), double(file_bytes) / (1 << 20),
                  plan.worker_nodes.size(), repacked);
 
@@ -277,7 +285,7 @@ Arena Arena::open_or_build(const std::string& path, const ModelSource& src,
   BuildStats& s = stats ? *stats : local;
   const uint64_t alignment = options.alignment ? options.alignment : default_alignment(parent_dir(path));
   const uint64_t want_model = identify_files(src.files()).hash;
-  const uint64_t want_plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_experts).hash;
+  const uint64_t want_plan = plan_arena(src.tensors(), options.worker_nodes, alignment, repack_level(src, options)).hash;
   std::string why;
   try {
     Arena a = open(path);

@@ -69,7 +69,7 @@ bool is_routed_expert(const std::string& name) {
 }
 
 ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
-                     uint64_t alignment, bool repack_experts) {
+                     uint64_t alignment, kernels::CpuIsa repack_for) {
   if (worker_nodes.empty())
     throw Error(ErrorKind::kInvalidInput, "an arena needs at least one expert worker");
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
@@ -78,7 +78,7 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
   plan.worker_nodes = worker_nodes;
   plan.alignment = alignment;
   Hasher h;
-  h.add(kLayoutVersion).add(alignment).add(uint64_t(repack_experts)).add(uint64_t(worker_nodes.size()));
+  h.add(kLayoutVersion).add(alignment).add(uint64_t(repack_for)).add(uint64_t(worker_nodes.size()));
   for (int n : worker_nodes) h.add(int64_t(n));
   plan.hash = h.value();
 
@@ -125,9 +125,8 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
                   .split = down ? SplitAxis::kCols : SplitAxis::kRows,
                   .slice_begin = r.begin, .slice_end = r.end};
       p.shape[down ? 2 : 1] = r.end - r.begin;
-      const kernels::WeightLayout x4 = kernels::repacked_layout(p.dtype);
-      if (repack_experts && kernels::layout_fits(x4, p.dtype, int64_t(p.shape[1]), int64_t(p.shape[2])))
-        p.layout = x4;
+      const kernels::WeightLayout l = kernels::expert_layout(p.dtype, repack_for);
+      if (kernels::layout_fits(l, p.dtype, int64_t(p.shape[1]), int64_t(p.shape[2]))) p.layout = l;
       place(std::move(p));
     }
     region.end = at;

@@ -12,10 +12,11 @@
 // Stored types are what the CPU kernels consume: a tensor's own type where
 // the map keeps whole source rows (gathers included), F32 where it transposes
 // or applies FP8 block scales, and F32 for 1-D tensors (norms, biases).
-// Layouts (kernels/cpu/weight_layout.h): "rowmajor", except routed Q4_K and
-// Q8_0 expert slices when the plan asks to repack them (repack_experts: the
-// expert workers' CPUs have the AVX-512 kernels for them), which become
-// "q4_k_x4" and "q8_0_x4" wherever their row count allows.
+// Layouts (kernels/cpu/weight_layout.h): "rowmajor", except routed expert
+// slices whose type the expert workers' kernel level (repack_for) reads
+// faster repacked (kernels::expert_layout: Q4_K and Q8_0 from avx512 up,
+// BF16 with avx512bf16), which become "q4_k_x4", "q8_0_x4" and "bf16_x16"
+// wherever their shape allows.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +68,9 @@ bool is_routed_expert(const std::string& name);
 
 // worker_nodes: the physical NUMA node of each expert worker (at least one).
 // alignment: of every tensor and region (the page or huge page size).
-// repack_experts: store routed Q4_K and Q8_0 expert slices repacked (above).
+// repack_for: the expert workers' kernel level, whose layouts the routed
+// expert slices take (above); generic keeps every slice rowmajor.
 ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
-                     uint64_t alignment, bool repack_experts = false);
+                     uint64_t alignment, kernels::CpuIsa repack_for = kernels::CpuIsa::kGeneric);
 
 }  // namespace tandem::arena

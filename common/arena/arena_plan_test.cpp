@@ -91,7 +91,7 @@ TEST(ArenaPlan, HashFollowsWorkersNodesAndAlignment) {
 TEST(ArenaPlan, RepackingQ4KChangesOnlyTheExpertLayoutsAndTheHash) {
   auto src = tiny_model(DType::kQ4_K, "q4k-x4");
   const TensorMap& map = src->tensors();
-  const ArenaPlan plain = plan_arena(map, {0, 0}, 4096), x4 = plan_arena(map, {0, 0}, 4096, true);
+  const ArenaPlan plain = plan_arena(map, {0, 0}, 4096), x4 = plan_arena(map, {0, 0}, 4096, kernels::CpuIsa::kAvx512Bf16);
   EXPECT_NE(plain.hash, x4.hash);
   ASSERT_EQ(plain.placements.size(), x4.placements.size());
   int repacked = 0;

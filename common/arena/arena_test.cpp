@@ -146,7 +146,7 @@ TEST_F(ArenaTest, MatchesTheEngineWeightsForEveryTypeAndSplit) {
   }
 }
 
-// With repack_experts, routed Q4_K and Q8_0 slices are stored repacked
+// With repack_for at avx512bf16, routed Q4_K and Q8_0 slices are stored repacked
 // (q4_k_x4, q8_0_x4): the manifest says so, and each slice is exactly the
 // rowmajor slice repacked; every other tensor is unchanged, and the plan (so
 // the adoption check) differs.
@@ -157,7 +157,7 @@ TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
     auto src = ModelSource::open(make_model(Arch::kQwen3Moe, dtype, genmodel::OutFormat::kGguf, tag));
     BuildOptions plain, x4;
     plain.worker_nodes = x4.worker_nodes = {0, 0};
-    x4.repack_experts = true;
+    x4.repack_for = kernels::CpuIsa::kAvx512Bf16;
     Arena::build(run_.file(tag + "-plain"), *src, plain);
     Arena::build(run_.file(tag + "-x4"), *src, x4);
     Arena a = Arena::open(run_.file(tag + "-plain")), b = Arena::open(run_.file(tag + "-x4"));

@@ -40,8 +40,8 @@ struct MoeShape {
   size_t gate_up_row_stride = 0;  // bytes between gate (and up) rows
   size_t down_row_stride = 0;     // bytes between down rows
   size_t gate_up_scale_stride = 0, down_scale_stride = 0;  // FP8: floats between scale rows
-  // How the arena stores them (weight_layout.h); q4_k_x4 needs contiguous
-  // rows (strides of one row) and row counts in groups of 4.
+  // How the arena stores them (weight_layout.h); the repacked layouts need
+  // contiguous rows (strides of one row) and row counts in whole groups.
   WeightLayout gate_up_layout = WeightLayout::kRowMajor, down_layout = WeightLayout::kRowMajor;
 };
 

@@ -20,46 +20,48 @@ namespace {
 
 void rows_matmul(const RowDotParams& p);
 
-// The x4 layouts (weight_layout.h), the reference way: each group of 4 rows
-// back to rowmajor, each token's activations back to plain (q4_k_x4), then
-// rows_matmul.
-void rows_x4(const RowDotParams& p) {
+// The repacked layouts (weight_layout.h), the reference way: each group of
+// rows back to rowmajor, each token's activations back to plain (q4_k_x4),
+// then rows_matmul.
+void rows_repacked(const RowDotParams& p) {
   const bool q4 = p.layout == WeightLayout::kQ4KX4;
-  const X4Blocks blocks = x4_blocks(p.layout);
+  const LayoutBlocks blocks = layout_blocks(p.layout);
+  const int gr = blocks.rows;
   const size_t row_bytes = p.w_row_stride, nb = row_bytes / blocks.row_block;
   const size_t a_bytes = row_dot_activation_bytes(p.wtype, p.cols);
-  std::vector<uint8_t> w(4 * row_bytes), a(a_bytes * size_t(p.n_tokens));
+  std::vector<uint8_t> w(size_t(gr) * row_bytes), a(a_bytes * size_t(p.n_tokens));
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     std::memcpy(a.data() + size_t(t) * a_bytes, activation_row(p, t), a_bytes);
     if (q4) q4_k_x4_unpermute_activations(a.data() + size_t(t) * a_bytes, p.cols);
   }
-  std::vector<float> y(4 * size_t(p.n_tokens));
-  for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += 4) {
+  std::vector<float> y(size_t(gr) * size_t(p.n_tokens));
+  for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += gr) {
     const uint8_t* group = p.w + size_t(r0) * row_bytes;
     for (size_t b = 0; b < nb; ++b) {
-      uint8_t* rows4[4];
-      for (int r = 0; r < 4; ++r) rows4[r] = w.data() + size_t(r) * row_bytes + b * blocks.row_block;
-      x4_unpack_block(p.layout, group + b * blocks.group_block, rows4);
+      uint8_t* rows[kX16Rows];
+      for (int r = 0; r < gr; ++r) rows[r] = w.data() + size_t(r) * row_bytes + b * blocks.row_block;
+      unpack_group_block(p.layout, group + b * blocks.group_block, rows);
     }
     RowDotParams q = p;
     q.layout = WeightLayout::kRowMajor;
     q.w = w.data();
-    q.rows = 4;
+    q.rows = gr;
     q.row_begin = 0;
-    q.row_end = 4;
+    q.row_end = gr;
     q.a = a.data();
     q.a_rows = nullptr;
     q.a_row_bytes = a_bytes;
     q.y = y.data();
-    q.y_row_stride = 4;
+    q.y_row_stride = size_t(gr);
     rows_matmul(q);
     for (int64_t t = 0; t < p.n_tokens; ++t)
-      for (int r = 0; r < 4; ++r) p.y[size_t(t) * p.y_row_stride + size_t(r0 + r)] = y[size_t(t) * 4 + size_t(r)];
+      for (int r = 0; r < gr; ++r)
+        p.y[size_t(t) * p.y_row_stride + size_t(r0 + r)] = y[size_t(t) * size_t(gr) + size_t(r)];
   }
 }
 
 void rows_matmul(const RowDotParams& p) {
-  if (p.layout != WeightLayout::kRowMajor) return rows_x4(p);
+  if (p.layout != WeightLayout::kRowMajor) return rows_repacked(p);
   const bool f32 = p.wtype == DType::kF32;
   const size_t a_bytes = f32 ? 0 : row_dot_activation_bytes(p.wtype, p.cols);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
@@ -208,12 +210,13 @@ void row_dot_check(const RowDotParams& p) {
     fail(ErrorKind::kInternal, "row dot {}: output row stride {} < {} rows", tn, p.y_row_stride,
          p.rows);
   if (p.layout != WeightLayout::kRowMajor) {
-    if (!layout_fits(p.layout, p.wtype, p.rows, p.cols) || p.row_begin % kX4Rows != 0 ||
-        p.row_end % kX4Rows != 0 || p.w_row_stride != *w_row || p.gemm_order)
+    const int gr = layout_group_rows(p.layout);
+    if (!layout_fits(p.layout, p.wtype, p.rows, p.cols) || p.row_begin % gr != 0 ||
+        p.row_end % gr != 0 || p.w_row_stride != *w_row || p.gemm_order)
       fail(ErrorKind::kInternal,
-           "row dot {}: layout {} needs rows in groups of 4 and whole super-blocks, contiguous, "
+           "row dot {}: layout {} needs rows in groups of {} and whole blocks, contiguous, "
            "in the GEMV order (rows [{}, {}) of {}, {} columns, row stride {})",
-           tn, layout_name(p.layout), p.row_begin, p.row_end, p.rows, p.cols, p.w_row_stride);
+           tn, layout_name(p.layout), gr, p.row_begin, p.row_end, p.rows, p.cols, p.w_row_stride);
   }
   if (p.wtype == DType::kF8E4M3) {
     const size_t blocks = size_t((p.cols + kFp8ScaleBlock - 1) / kFp8ScaleBlock);

@@ -275,7 +275,9 @@ struct Bf16VecDotTile {
 // tile, whose registers hold 4 tokens: the vec_dot tile at 4 tokens ran
 // BF16 prefill 30-45% slower (tandem-bench-moe, 256 tokens).
 void bf16_rows(const RowDotParams& p) {
-  if (p.gemm_order || p.n_tokens > 1)
+  if (p.layout == WeightLayout::kBf16X16)
+    bf16_x16_rows(p);
+  else if (p.gemm_order || p.n_tokens > 1)
     drive<Bf16Tile>(p);
   else
     drive<Bf16VecDotTile>(p);
@@ -409,7 +411,12 @@ struct Fp8Tile {
 };
 #else
 template <int R, int T> using Bf16Tile = Widened<LoadBf16>::template Tile<R, T>;
-void bf16_rows(const RowDotParams& p) { drive<Bf16Tile>(p); }
+void bf16_rows(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kBf16X16)
+    bf16_x16_rows(p);  // the reference, below avx512bf16
+  else
+    drive<Bf16Tile>(p);
+}
 
 struct LoadFp8 {
   static constexpr int kBytes = 1;

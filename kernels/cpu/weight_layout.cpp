@@ -18,9 +18,14 @@ constexpr size_t row_qs(int s, int c) { return kQsOffset + 32 * size_t(c) + 4 * 
 
 }  // namespace
 
-X4Blocks x4_blocks(WeightLayout l) {
-  if (l == WeightLayout::kQ4KX4) return {kQK_K, sizeof(BlockQ4_K), kQ4KX4GroupBlock};
-  return {kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
+LayoutBlocks layout_blocks(WeightLayout l) {
+  switch (l) {
+    case WeightLayout::kQ4KX4: return {kX4Rows, kQK_K, sizeof(BlockQ4_K), kQ4KX4GroupBlock};
+    case WeightLayout::kQ8_0X4: return {kX4Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
+    case WeightLayout::kBf16X16: return {kX16Rows, 32, 64, kBf16X16GroupBlock};
+    case WeightLayout::kRowMajor: break;
+  }
+  return {1, 1, 0, 0};
 }
 
 std::string_view layout_name(WeightLayout l) {
@@ -28,12 +33,13 @@ std::string_view layout_name(WeightLayout l) {
     case WeightLayout::kRowMajor: return "rowmajor";
     case WeightLayout::kQ4KX4: return "q4_k_x4";
     case WeightLayout::kQ8_0X4: return "q8_0_x4";
+    case WeightLayout::kBf16X16: return "bf16_x16";
   }
   return "?";
 }
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
-  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4})
+  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -41,40 +47,60 @@ std::optional<WeightLayout> layout_from_name(std::string_view name) {
 WeightLayout repacked_layout(DType type) {
   if (type == DType::kQ4_K) return WeightLayout::kQ4KX4;
   if (type == DType::kQ8_0) return WeightLayout::kQ8_0X4;
+  if (type == DType::kBF16) return WeightLayout::kBf16X16;
   return WeightLayout::kRowMajor;
+}
+
+WeightLayout expert_layout(DType type, CpuIsa isa) {
+  const WeightLayout l = repacked_layout(type);
+  const CpuIsa needs = l == WeightLayout::kBf16X16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
+  return isa >= needs ? l : WeightLayout::kRowMajor;
 }
 
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   if (l == WeightLayout::kRowMajor) return true;
-  const int64_t block = int64_t(x4_blocks(l).block_elems);
-  return repacked_layout(type) == l && rows > 0 && rows % kX4Rows == 0 && cols > 0 && cols % block == 0;
+  const LayoutBlocks b = layout_blocks(l);
+  // bf16_x16: whole runs of 64 values, so the one-token kernel's vec_dot
+  // order has no tail to sum apart.
+  const int64_t block = l == WeightLayout::kBf16X16 ? 64 : int64_t(b.block_elems);
+  return repacked_layout(type) == l && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % block == 0;
 }
 
-void x4_pack_block(WeightLayout l, const uint8_t* rows4[4], uint8_t* g) {
+void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
+  if (l == WeightLayout::kBf16X16) {
+    for (int r = 0; r < kX16Rows; ++r)
+      for (int k = 0; k < 16; ++k) std::memcpy(g + 64 * k + 4 * r, rows[r] + 4 * k, 4);
+    return;
+  }
   for (int r = 0; r < 4; ++r) {
     if (l == WeightLayout::kQ8_0X4) {
-      std::memcpy(g + 2 * r, rows4[r], 2);
-      std::memcpy(g + 8 + 32 * r, rows4[r] + 2, 32);
+      std::memcpy(g + 2 * r, rows[r], 2);
+      std::memcpy(g + 8 + 32 * r, rows[r] + 2, 32);
       continue;
     }
-    std::memcpy(g + 16 * r, rows4[r] + offsetof(BlockQ4_K, scales), kKScaleBytes);
-    std::memcpy(g + 16 * r + 12, rows4[r], 4);  // d, dmin
+    std::memcpy(g + 16 * r, rows[r] + offsetof(BlockQ4_K, scales), kKScaleBytes);
+    std::memcpy(g + 16 * r + 12, rows[r], 4);  // d, dmin
     for (int s = 0; s < 8; ++s)
-      for (int c = 0; c < 4; ++c) std::memcpy(g + group_qs(r, s, c), rows4[r] + row_qs(s, c), 4);
+      for (int c = 0; c < 4; ++c) std::memcpy(g + group_qs(r, s, c), rows[r] + row_qs(s, c), 4);
   }
 }
 
-void x4_unpack_block(WeightLayout l, const uint8_t* g, uint8_t* rows4[4]) {
+void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) {
+  if (l == WeightLayout::kBf16X16) {
+    for (int r = 0; r < kX16Rows; ++r)
+      for (int k = 0; k < 16; ++k) std::memcpy(rows[r] + 4 * k, g + 64 * k + 4 * r, 4);
+    return;
+  }
   for (int r = 0; r < 4; ++r) {
     if (l == WeightLayout::kQ8_0X4) {
-      std::memcpy(rows4[r], g + 2 * r, 2);
-      std::memcpy(rows4[r] + 2, g + 8 + 32 * r, 32);
+      std::memcpy(rows[r], g + 2 * r, 2);
+      std::memcpy(rows[r] + 2, g + 8 + 32 * r, 32);
       continue;
     }
-    std::memcpy(rows4[r] + offsetof(BlockQ4_K, scales), g + 16 * r, kKScaleBytes);
-    std::memcpy(rows4[r], g + 16 * r + 12, 4);
+    std::memcpy(rows[r] + offsetof(BlockQ4_K, scales), g + 16 * r, kKScaleBytes);
+    std::memcpy(rows[r], g + 16 * r + 12, 4);
     for (int s = 0; s < 8; ++s)
-      for (int c = 0; c < 4; ++c) std::memcpy(rows4[r] + row_qs(s, c), g + group_qs(r, s, c), 4);
+      for (int c = 0; c < 4; ++c) std::memcpy(rows[r] + row_qs(s, c), g + group_qs(r, s, c), 4);
   }
 }
 
@@ -82,16 +108,16 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
   if (!layout_fits(l, type, rows, cols))
     fail_invalid("layout {} cannot hold a {} x {} matrix of {}", layout_name(l), rows, cols, name(type));
   if (l == WeightLayout::kRowMajor) return;
-  const X4Blocks sh = x4_blocks(l);
+  const LayoutBlocks sh = layout_blocks(l);
   const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
-  std::vector<uint8_t> tmp(4 * row_bytes);
-  for (int64_t g = 0; g < rows / 4; ++g) {
-    uint8_t* group = w + size_t(g) * 4 * row_bytes;
+  std::vector<uint8_t> tmp(size_t(sh.rows) * row_bytes);
+  for (int64_t g = 0; g < rows / sh.rows; ++g) {
+    uint8_t* group = w + size_t(g) * tmp.size();
     std::memcpy(tmp.data(), group, tmp.size());
     for (size_t b = 0; b < nb; ++b) {
-      const uint8_t* src[4];
-      for (int r = 0; r < 4; ++r) src[r] = tmp.data() + size_t(r) * row_bytes + b * sh.row_block;
-      x4_pack_block(l, src, group + b * sh.group_block);
+      const uint8_t* src[kX16Rows];
+      for (int r = 0; r < sh.rows; ++r) src[r] = tmp.data() + size_t(r) * row_bytes + b * sh.row_block;
+      pack_group_block(l, src, group + b * sh.group_block);
     }
   }
 }

@@ -20,7 +20,18 @@
 // so one 64-byte load holds two rows' blocks and one load the 4 scales. The
 // activations are plain Q8_0.
 //
-// Same bytes, same integer sums: results are bit-identical to rowmajor.
+// "bf16_x16" (BF16, rows a multiple of 16, columns of 64): every 16 rows
+// form a group, and a group's block b (the 16 rows' values 32b..32b+31,
+// 1024 bytes) stores at 64k + 4r row r's pair k (values 32b + 2k and
+// 32b + 2k + 1), so one 64-byte load holds one pair of 16 rows: vdpbf16ps
+// against a broadcast activation pair adds 16 rows' products at once, with
+// no horizontal sums (an outer product: a prefill reuses each load across
+// the tokens in registers). The pairs meet the same activation pairs in the
+// same instruction as the rowmajor kernels', and the one-token kernel keeps
+// ggml's vec_dot lanes (per row, pair k of every 64 values in lane k % 32).
+//
+// Same bytes, same products: the x4 layouts and one-token bf16_x16 give the
+// rowmajor results bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -32,17 +43,19 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4 };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16 };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
 
-// Whether routed experts should be stored in the repacked layouts for
-// kernels of level `isa`: from avx512 up, whose kernels read them about twice
-// as fast as rowmajor; below, they would go through the generic kernel.
-inline bool repacked_layouts_pay_off(CpuIsa isa) { return isa >= CpuIsa::kAvx512; }
 // The repacked layout of a type (rowmajor where there is none).
 WeightLayout repacked_layout(DType type);
+// The layout to store routed experts of `type` in for kernels of level
+// `isa`: the repacked one where that level has kernels for it (x4 from
+// avx512 up, where they read about twice as fast as rowmajor; bf16_x16 with
+// avx512bf16, where a prefill runs about 1.7 times as fast), else rowmajor
+// (lower levels would read them through the generic kernel).
+WeightLayout expert_layout(DType type, CpuIsa isa);
 
 // Whether `l` can hold a rows x cols matrix of `type` (rowmajor: always).
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols);
@@ -53,19 +66,23 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
 
 inline constexpr int kX4Rows = 4;  // rows per group of the x4 layouts
 inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a group
-
 inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
+inline constexpr int kX16Rows = 16;  // rows per group of bf16_x16
+inline constexpr size_t kBf16X16GroupBlock = 16 * 64;
 
-// The block sizes of an x4 layout: values per row block, bytes of one row's
-// block, bytes of a group's (4 rows').
-struct X4Blocks {
+// The groups of a layout: rows per group, values per row block, bytes of
+// one row's block, bytes of a group's block (rowmajor: single rows).
+struct LayoutBlocks {
+  int rows;
   size_t block_elems, row_block, group_block;
 };
-X4Blocks x4_blocks(WeightLayout l);
+LayoutBlocks layout_blocks(WeightLayout l);
+inline int layout_group_rows(WeightLayout l) { return layout_blocks(l).rows; }
 
-// One group's block of an x4 layout to and from the 4 rows' plain blocks.
-void x4_pack_block(WeightLayout l, const uint8_t* rows4[4], uint8_t* group_block);
-void x4_unpack_block(WeightLayout l, const uint8_t* group_block, uint8_t* rows4[4]);
+// One group's block to and from its rows' plain blocks (layout_blocks(l).rows
+// pointers), for the repacked layouts.
+void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* group_block);
+void unpack_group_block(WeightLayout l, const uint8_t* group_block, uint8_t* const* rows);
 // The Q8_K blocks of one activation row (cols values), permuted in place for
 // q4_k_x4, and back.
 void q4_k_x4_permute_activations(uint8_t* q8_k, int64_t cols);

@@ -1,17 +1,22 @@
-// The x4 layouts (weight_layout.h), q4_k_x4 and q8_0_x4: byte permutations
-// that pack and unpack exactly, and row dots over them that equal the
-// rowmajor generic ones bit for bit at every level (the same exact integer
-// sums and the same fmas), on ragged row ranges, token counts and gathered
-// activations.
+// The repacked layouts (weight_layout.h), q4_k_x4, q8_0_x4 and bf16_x16:
+// byte permutations that pack and unpack exactly, and row dots over them
+// that equal the rowmajor generic ones bit for bit at every level (the same
+// exact integer sums and the same fmas; bf16_x16's several-token outer
+// product within a stated bound), on ragged row ranges, token counts and
+// gathered activations.
 #include "kernels/cpu/weight_layout.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/cpu/dequant.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/row_dot.h"
@@ -40,7 +45,8 @@ std::vector<float> random_x(int64_t n, std::mt19937& rng) {
 }
 
 TEST(WeightLayout, NamesAndFits) {
-  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4})
+  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
+                         WeightLayout::kBf16X16})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
   EXPECT_FALSE(layout_from_name("q4_k_x8"));
   EXPECT_TRUE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 8, 512));
@@ -51,30 +57,57 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_FALSE(layout_fits(WeightLayout::kQ8_0X4, DType::kQ4_K, 4, 256));
   EXPECT_FALSE(layout_fits(WeightLayout::kQ8_0X4, DType::kQ8_0, 0, 96));
   EXPECT_EQ(repacked_layout(DType::kQ8_0), WeightLayout::kQ8_0X4);
-  EXPECT_EQ(repacked_layout(DType::kBF16), WeightLayout::kRowMajor);
+  EXPECT_EQ(repacked_layout(DType::kBF16), WeightLayout::kBf16X16);
+  EXPECT_EQ(repacked_layout(DType::kF32), WeightLayout::kRowMajor);
+  EXPECT_TRUE(layout_fits(WeightLayout::kBf16X16, DType::kBF16, 32, 128));
+  EXPECT_FALSE(layout_fits(WeightLayout::kBf16X16, DType::kBF16, 24, 128));  // whole groups of 16
+  EXPECT_FALSE(layout_fits(WeightLayout::kBf16X16, DType::kBF16, 16, 96));   // whole runs of 64
+  EXPECT_FALSE(layout_fits(WeightLayout::kBf16X16, DType::kF16, 16, 128));
+  // Each level gets the layouts it has kernels for.
+  EXPECT_EQ(expert_layout(DType::kQ4_K, CpuIsa::kAvx512), WeightLayout::kQ4KX4);
+  EXPECT_EQ(expert_layout(DType::kQ4_K, CpuIsa::kAvx2), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kBF16, CpuIsa::kAvx512), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kBF16, CpuIsa::kAvx512Bf16), WeightLayout::kBf16X16);
+  EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kAvx512Bf16), WeightLayout::kRowMajor);
   std::vector<uint8_t> w(6 * 144);
   EXPECT_THROW(repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, w.data(), 6, 256), Error);
 }
 
-TEST(WeightLayout, X4LayoutsPackAndUnpackExactly) {
+TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
   std::mt19937 rng(5);
-  for (DType type : {DType::kQ4_K, DType::kQ8_0}) {
+  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kBF16}) {
     SCOPED_TRACE(std::string(name(type)));
     const WeightLayout l = repacked_layout(type);
-    const int64_t rows = 12, cols = 768;
+    const LayoutBlocks lb = layout_blocks(l);
+    const int64_t rows = 3 * lb.rows, cols = 768;
     const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
-    std::vector<uint8_t> x4 = w;
-    repack_rows(l, type, x4.data(), rows, cols);
-    EXPECT_NE(x4, w);
-    const size_t row_bytes = w.size() / rows, block = info(type).block_bytes, nb = row_bytes / block;
+    std::vector<uint8_t> packed = w;
+    repack_rows(l, type, packed.data(), rows, cols);
+    EXPECT_NE(packed, w);
+    const size_t row_bytes = w.size() / rows, nb = row_bytes / lb.row_block;
+    ASSERT_EQ(lb.group_block, size_t(lb.rows) * lb.row_block);
     std::vector<uint8_t> back(w.size());
-    for (int64_t g = 0; g < rows / 4; ++g)
+    for (int64_t g = 0; g < rows / lb.rows; ++g)
       for (size_t b = 0; b < nb; ++b) {
-        uint8_t* rows4[4];
-        for (int r = 0; r < 4; ++r) rows4[r] = back.data() + size_t(4 * g + r) * row_bytes + b * block;
-        x4_unpack_block(l, x4.data() + size_t(g) * 4 * row_bytes + b * 4 * block, rows4);
+        uint8_t* group_rows[kX16Rows];
+        for (int r = 0; r < lb.rows; ++r)
+          group_rows[r] = back.data() + size_t(lb.rows * g + r) * row_bytes + b * lb.row_block;
+        unpack_group_block(l, packed.data() + size_t(g) * size_t(lb.rows) * row_bytes + b * lb.group_block,
+                           group_rows);
       }
     EXPECT_EQ(back, w);
+  }
+  // bf16_x16 by its definition: row r's pair k of block b at 1024b + 64k + 4r
+  {
+    const int64_t rows = 32, cols = 128;
+    std::vector<uint8_t> w = random_rows(DType::kBF16, rows, cols, rng), packed = w;
+    repack_rows(WeightLayout::kBf16X16, DType::kBF16, packed.data(), rows, cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t at = size_t(r / 16) * 16 * 256 + size_t(c / 32) * 1024 + size_t(c % 32 / 2) * 64 +
+                          size_t(r % 16) * 4 + size_t(c % 2) * 2;
+        ASSERT_EQ(std::memcmp(packed.data() + at, w.data() + size_t(r * cols + c) * 2, 2), 0) << r << "," << c;
+      }
   }
   // q4_k_x4's activations: Q8_K blocks permuted, and back
   const int64_t cols = 768;
@@ -153,6 +186,93 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
     }
   }
   }
+}
+
+// bf16_x16 at every level against the generic level over rowmajor: one
+// token bit for bit (ggml's vec_dot order), several tokens bit for bit
+// below avx512bf16 (the reference reads the layout) and within
+// (cols / 2 + 2) * 2^-24 * sum|w*x| at avx512bf16, whose outer product adds
+// each row's pairs in order (a sum of cols / 2 rounded terms).
+TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
+  std::mt19937 rng(23);
+  const DType type = DType::kBF16;
+  double worst = 0;
+  for (int64_t cols : {64, 320, 2048}) {
+    for (int64_t rows : {16, 48, 80}) {
+      const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
+      std::vector<uint8_t> x16 = w;
+      repack_rows(WeightLayout::kBf16X16, type, x16.data(), rows, cols);
+      std::vector<float> wd(size_t(rows * cols));
+      dequantize_generic(type, w.data(), wd.data(), wd.size());
+      const size_t row_bytes = w.size() / size_t(rows), ab = row_dot_activation_bytes(type, cols);
+      for (int64_t tokens : {1, 2, 3, 8, 9, 17}) {
+        const std::vector<float> x = random_x(tokens * cols, rng);
+        std::vector<uint8_t> a(ab * size_t(tokens));
+        convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+        std::vector<float> xd(size_t(tokens * cols));
+        for (int64_t t = 0; t < tokens; ++t)
+          dequantize_generic(DType::kBF16, a.data() + size_t(t) * ab, xd.data() + t * cols, size_t(cols));
+        std::vector<const uint8_t*> gathered;
+        for (int64_t t = tokens - 1; t >= 0; --t) gathered.push_back(a.data() + size_t(t) * ab);
+        // rows > 16: skip the first and last group (ragged range; 80 rows
+        // leave 3 groups, two side by side and one alone)
+        const int64_t r0 = rows > 16 ? 16 : 0, r1 = rows > 16 ? rows - 16 : rows;
+        RowDotParams p;
+        p.wtype = type;
+        p.w = w.data();
+        p.w_row_stride = row_bytes;
+        p.rows = rows;
+        p.cols = cols;
+        p.a = a.data();
+        p.a_row_bytes = ab;
+        p.n_tokens = tokens;
+        p.y_row_stride = size_t(rows + 1);
+        p.row_begin = r0;
+        p.row_end = r1;
+        std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
+        p.y = ref.data();
+        generic::find(type)(p);
+        for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+          if (!supports(detect_cpu_features(), isa)) continue;
+          for (bool gather : {false, true}) {
+            SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                         ", " + std::to_string(tokens) + " tokens" + (gather ? ", gathered" : ""));
+            RowDotParams q = p;
+            q.w = x16.data();
+            q.layout = WeightLayout::kBf16X16;
+            q.a_rows = gather ? gathered.data() : nullptr;
+            std::vector<float> y(ref.size(), -7.0f);
+            q.y = y.data();
+            row_dot_check(q);
+            row_dot_for(isa, type)(q);
+            const bool exact = tokens == 1 || isa != CpuIsa::kAvx512Bf16;
+            for (int64_t t = 0; t < tokens; ++t) {
+              const int64_t tr = gather ? tokens - 1 - t : t;  // y row t holds token tr
+              for (int64_t r = 0; r < rows + 1; ++r) {
+                const float got = y[size_t(t) * p.y_row_stride + size_t(r)];
+                if (r < r0 || r >= r1) {
+                  ASSERT_EQ(got, -7.0f) << "wrote outside its rows: row " << r;
+                  continue;
+                }
+                const float want = ref[size_t(tr) * p.y_row_stride + size_t(r)];
+                if (exact) {
+                  ASSERT_EQ(got, want) << "row " << r << " token " << t;
+                  continue;
+                }
+                double s = 0;
+                for (int64_t c = 0; c < cols; ++c)
+                  s += std::fabs(double(wd[size_t(r * cols + c)]) * xd[size_t(tr * cols + c)]);
+                const double d = std::fabs(double(got) - want);
+                ASSERT_LE(d, double(cols / 2 + 2) * 0x1p-24 * s) << "row " << r << " token " << t;
+                if (s > 0) worst = std::max(worst, d / s);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::printf("  bf16_x16, several tokens: worst |avx512bf16 - generic| / sum|w*x| = %.2e\n", worst);
 }
 
 TEST(WeightLayout, Q4KX4ChecksRefuseWhatItCannotTake) {

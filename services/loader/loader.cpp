@@ -97,7 +97,7 @@ int run_loader(const LoaderOptions& o, zmq::context_t& context, const std::atomi
   auto src = ModelSource::open(o.model);
   arena::BuildOptions b;
   b.worker_nodes = o.worker_nodes;
-  b.repack_experts = kernels::repacked_layouts_pay_off(kernels::choose_isa_from_environment());
+  b.repack_for = kernels::choose_isa_from_environment();
   arena::BuildStats stats;
   arena::Arena a = arena::Arena::open_or_build(path, *src, b, &stats);
   spdlog::info("arena {} ready ({:.1f} MiB, {} tensors, {} expert worker(s)): {}", a.path(),
