@@ -44,6 +44,25 @@ std::vector<float> random_x(int64_t n, std::mt19937& rng) {
   return x;
 }
 
+// Rowmajor weights w (rows x cols) against `tokens` activation rows a (ab
+// bytes apart), rows [r0, r1), into an output with one spare row per token.
+RowDotParams rowmajor_params(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
+                             const uint8_t* a, size_t ab, int64_t tokens, int64_t r0, int64_t r1) {
+  RowDotParams p;
+  p.wtype = type;
+  p.w = w;
+  p.w_row_stride = row_bytes;
+  p.rows = rows;
+  p.cols = cols;
+  p.a = a;
+  p.a_row_bytes = ab;
+  p.n_tokens = tokens;
+  p.y_row_stride = size_t(rows + 1);
+  p.row_begin = r0;
+  p.row_end = r1;
+  return p;
+}
+
 TEST(WeightLayout, NamesAndFits) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
                          WeightLayout::kBf16X16})
@@ -143,18 +162,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
         std::vector<const uint8_t*> gathered;
         for (int64_t t = tokens - 1; t >= 0; --t) gathered.push_back(ap.data() + size_t(t) * ab);
         const int64_t r0 = rows > 8 ? 4 : 0, r1 = rows > 8 ? rows - 4 : rows;
-        RowDotParams p;
-        p.wtype = type;
-        p.w = w.data();
-        p.w_row_stride = row_bytes;
-        p.rows = rows;
-        p.cols = cols;
-        p.a = a.data();
-        p.a_row_bytes = ab;
-        p.n_tokens = tokens;
-        p.y_row_stride = size_t(rows + 1);
-        p.row_begin = r0;
-        p.row_end = r1;
+        RowDotParams p = rowmajor_params(type, w.data(), row_bytes, rows, cols, a.data(), ab, tokens, r0, r1);
         std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
         p.y = ref.data();
         row_dot_check(p);
@@ -217,18 +225,7 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
         // rows > 16: skip the first and last group (ragged range; 80 rows
         // leave 3 groups, two side by side and one alone)
         const int64_t r0 = rows > 16 ? 16 : 0, r1 = rows > 16 ? rows - 16 : rows;
-        RowDotParams p;
-        p.wtype = type;
-        p.w = w.data();
-        p.w_row_stride = row_bytes;
-        p.rows = rows;
-        p.cols = cols;
-        p.a = a.data();
-        p.a_row_bytes = ab;
-        p.n_tokens = tokens;
-        p.y_row_stride = size_t(rows + 1);
-        p.row_begin = r0;
-        p.row_end = r1;
+        RowDotParams p = rowmajor_params(type, w.data(), row_bytes, rows, cols, a.data(), ab, tokens, r0, r1);
         std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
         p.y = ref.data();
         generic::find(type)(p);
