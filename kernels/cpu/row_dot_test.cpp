@@ -298,6 +298,32 @@ TEST(RowDot, FloatRowsSumInLlamaCppsAvx512Orders) {
   }
 }
 
+// One token takes its own FP8 loop at the AVX-512 levels where the columns
+// are whole scale blocks; it keeps the tiles' order, so token 0 of a batch
+// (whose two tokens share its activation row) gives the same floats.
+TEST(RowDot, Fp8OneTokenSumsAsTheTiles) {
+  std::mt19937 rng(81);
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+    if (!supports(detect_cpu_features(), isa)) continue;
+    for (int64_t cols : {128, 1024, 7168}) {
+      SCOPED_TRACE(std::string(isa_name(isa)) + " cols " + std::to_string(cols));
+      Problem p = make_problem(DType::kF8E4M3, 23, cols, 2, rng);
+      std::copy(p.a.begin(), p.a.begin() + std::ptrdiff_t(p.a_stride), p.a.begin() + std::ptrdiff_t(p.a_stride));
+      std::vector<float> y_two, y_one;
+      row_dot_for(isa, DType::kF8E4M3)(params(p, y_two, 1, 22));
+      RowDotParams po = params(p, y_one, 1, 22);
+      po.n_tokens = 1;
+      row_dot_for(isa, DType::kF8E4M3)(po);
+      for (int64_t r = 0; r < p.rows + 2; ++r) {
+        ASSERT_EQ(y_one[size_t(r)], y_two[size_t(r)]) << "row " << r;
+        if (r >= 1 && r < 22) {
+          ASSERT_EQ(y_two[size_t(r)], y_two[size_t(p.rows + 2 + r)]) << "row " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(RowDot, GenericFp8IsTheScaledExactSum) {
   // One row, 256 columns: two scale blocks; every product is exact, so the
   // generic result equals a double-precision sum to f32 rounding.
