@@ -204,8 +204,7 @@ struct Job {
         const int32_t slot = slot_of[t * b->top_k + k2];
         if (slot < 0) continue;
         const float w = b->expert_weights[t * b->top_k + k2];
-        const float* src = yd + size_t(slot) * size_t(H);
-        for (int64_t c = c0; c < c1; ++c) y[c] += w * src[c];
+        k->ops.add_scaled(y + c0, yd + size_t(slot) * size_t(H) + c0, w, c1 - c0);
       }
     }
   }

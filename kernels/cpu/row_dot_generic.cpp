@@ -246,8 +246,11 @@ void quantize_q8_0(const float* x, uint8_t* out, int64_t n) {
 void quantize_q8_k(const float* x, uint8_t* out, int64_t n) {
   quantize_activations(DType::kQ8_K, x, out, size_t(n));
 }
+void add_scaled(float* y, const float* x, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
 }  // namespace
-VecOps vec_ops() { return {swiglu, to_bf16, quantize_q8_0, quantize_q8_k}; }
+VecOps vec_ops() { return {swiglu, to_bf16, quantize_q8_0, quantize_q8_k, add_scaled}; }
 }  // namespace generic
 
 VecOps vec_ops_for(CpuIsa isa) {

@@ -1,6 +1,6 @@
 // Element-wise steps of the expert layer, one variant per CPU level (as
-// row_dot.h): SwiGLU between the gate/up and down projections, and the
-// conversion of f32 activations to bf16. The generic variants are the
+// row_dot.h): SwiGLU between the gate/up and down projections, the
+// conversion of f32 activations to bf16 and the router-weighted sum. The generic variants are the
 // reference (libm's expf, scalar round-to-nearest-even).
 #pragma once
 
@@ -23,6 +23,10 @@ struct VecOps {
   // quantisers). AVX2 uses the generic ones.
   void (*quantize_q8_0)(const float* x, uint8_t* out, int64_t n);
   void (*quantize_q8_k)(const float* x, uint8_t* out, int64_t n);
+  // y[i] += a * x[i]: the product rounded, then the sum (no fused
+  // multiply-add), so every level gives the generic floats. The expert
+  // layer's router-weighted sum.
+  void (*add_scaled)(float* y, const float* x, float a, int64_t n);
 };
 
 VecOps vec_ops_for(CpuIsa isa);

@@ -1,6 +1,6 @@
 // vec_ops.h: every level's SwiGLU within a few ulp of the generic (libm)
-// one, and its bf16 conversion bit-identical to f32_to_bf16, on ragged
-// lengths and special values.
+// one, its bf16 conversion bit-identical to f32_to_bf16 and its weighted
+// sum to the generic one, on ragged lengths and special values.
 #include "kernels/cpu/vec_ops.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +48,31 @@ TEST(VecOps, SwigluMatchesLibm) {
       for (size_t i = 0; i < g.size(); ++i)
         ASSERT_NEAR(got[i], want[i], 5e-7f * std::fabs(want[i]) + 1e-30f)  // silu(-100) ~ -4e-42
             << "g = " << g[i] << ", u = " << u[i] << ", n = " << n;
+    }
+  });
+}
+
+TEST(VecOps, AddScaledIsBitIdentical) {
+  for_each_supported_level([](CpuIsa, VecOps ops) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    for (int64_t n : {1, 7, 16, 33, 1000}) {
+      std::vector<float> x(static_cast<size_t>(n)), y(x.size());
+      for (auto& v : x) v = nd(rng);
+      for (auto& v : y) v = nd(rng);
+      std::vector<float> want = y, got = y;
+      for (const float a : {0.3f, -1.7e-3f}) {
+        generic::vec_ops().add_scaled(want.data(), x.data(), a, n);
+        ops.add_scaled(got.data(), x.data(), a, n);
+      }
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "i = " << i << ", n = " << n;
+        // rounded product, then rounded sum: one fma would round once
+        float p = 0.3f * x[i];
+        float s = y[i] + p;
+        p = -1.7e-3f * x[i];
+        ASSERT_EQ(std::bit_cast<uint32_t>(want[i]), std::bit_cast<uint32_t>(s + p)) << "i = " << i;
+      }
     }
   });
 }

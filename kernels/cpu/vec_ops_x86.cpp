@@ -32,6 +32,7 @@ inline V fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
 inline V clamp(V x, float lo, float hi) { return _mm512_min_ps(_mm512_max_ps(x, set1(lo)), set1(hi)); }
 inline V round_nearest(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT); }
 inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V add(V a, V b) { return _mm512_add_ps(a, b); }
 inline V times_pow2(V p, V n) { return _mm512_scalef_ps(p, n); }
 #else
 using V = __m256;
@@ -44,6 +45,7 @@ inline V fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
 inline V clamp(V x, float lo, float hi) { return _mm256_min_ps(_mm256_max_ps(x, set1(lo)), set1(hi)); }
 inline V round_nearest(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V add(V a, V b) { return _mm256_add_ps(a, b); }
 // p * 2^n in two steps (n up to 128 does not fit one exponent field).
 inline V times_pow2(V p, V n) {
   const __m256i ni = _mm256_cvtps_epi32(n);
@@ -83,6 +85,15 @@ void swiglu(float* g, const float* u, int64_t n) {
 #endif
   }
   for (; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+// A multiply, then an add: never fused, as the generic loop (GCC would
+// contract these intrinsics into an fma at these levels' -ffp-contract=fast).
+__attribute__((optimize("fp-contract=off"))) void add_scaled(float* y, const float* x, float a, int64_t n) {
+  int64_t i = 0;
+  const V av = set1(a);
+  for (; i + kW <= n; i += kW) store(y + i, add(load(y + i), mul(av, load(x + i))));
+  for (; i < n; ++i) y[i] += a * x[i];
 }
 
 // Integer rounding as f32_to_bf16 (not vcvtne2ps2bf16, which flushes
@@ -165,6 +176,6 @@ void quantize_q8_k(const float* x, uint8_t* out, int64_t n) { quantize_activatio
 
 }  // namespace
 
-VecOps vec_ops() { return {swiglu, to_bf16, quantize_q8_0, quantize_q8_k}; }
+VecOps vec_ops() { return {swiglu, to_bf16, quantize_q8_0, quantize_q8_k, add_scaled}; }
 
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
