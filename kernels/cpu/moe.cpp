@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "common/error.h"
 
@@ -46,10 +47,10 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
                                           info(row_dot_activation_type(s.down_type)).block_elems);
   const double gu_row = double(*bytes_for(s.gate_up_type, uint64_t(s.hidden)));
   const double d_row = double(*bytes_for(s.down_type, uint64_t(s.ffn)));
-  // Repacked rows come in groups of 4 or 16 (block is a power of two); tasks
-  // take pairs of groups, which bf16_x16's prefill tile reads side by side.
-  const int64_t a_step = std::max<int64_t>(block, 2 * layout_group_rows(s.gate_up_layout));
-  const int64_t b_step = std::max<int64_t>(4, 2 * layout_group_rows(s.down_layout));
+  // Tasks take whole tiles of the repacked layouts (pairs of x4 groups,
+  // triples of bf16_x16 groups).
+  const int64_t a_step = std::lcm<int64_t>(block, layout_tile_rows(s.gate_up_layout));
+  const int64_t b_step = std::lcm<int64_t>(4, layout_tile_rows(s.down_layout));
   l.chunk_a = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / (2 * gu_row))), a_step);
   l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, a_step));
   l.chunk_b = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / d_row)), b_step);

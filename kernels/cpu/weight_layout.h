@@ -78,6 +78,13 @@ struct LayoutBlocks {
 };
 LayoutBlocks layout_blocks(WeightLayout l);
 inline int layout_group_rows(WeightLayout l) { return layout_blocks(l).rows; }
+// Groups the widest tile of a layout's kernels reads side by side (rowmajor:
+// rows): bf16_x16's prefill tile takes three, the x4 tiles two. A caller
+// that cuts a matrix into tasks cuts it into multiples of these rows.
+inline constexpr int kX16TileGroups = 3;
+inline int layout_tile_rows(WeightLayout l) {
+  return (l == WeightLayout::kBf16X16 ? kX16TileGroups : 2) * layout_group_rows(l);
+}
 
 // One group's block to and from its rows' plain blocks (layout_blocks(l).rows
 // pointers), for the repacked layouts.

@@ -206,7 +206,7 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
   const DType type = DType::kBF16;
   double worst = 0;
   for (int64_t cols : {64, 320, 2048}) {
-    for (int64_t rows : {16, 48, 80}) {
+    for (int64_t rows : {16, 64, 80, 96, 112}) {
       const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
       std::vector<uint8_t> x16 = w;
       repack_rows(WeightLayout::kBf16X16, type, x16.data(), rows, cols);
@@ -222,8 +222,8 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
           dequantize_generic(DType::kBF16, a.data() + size_t(t) * ab, xd.data() + t * cols, size_t(cols));
         std::vector<const uint8_t*> gathered;
         for (int64_t t = tokens - 1; t >= 0; --t) gathered.push_back(a.data() + size_t(t) * ab);
-        // rows > 16: skip the first and last group (ragged range; 80 rows
-        // leave 3 groups, two side by side and one alone)
+        // rows > 16: skip the first and last group (a ragged range of 2 to
+        // 5 groups: tiles of three, then two or one)
         const int64_t r0 = rows > 16 ? 16 : 0, r1 = rows > 16 ? rows - 16 : rows;
         RowDotParams p = rowmajor_params(type, w.data(), row_bytes, rows, cols, a.data(), ab, tokens, r0, r1);
         std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
