@@ -246,7 +246,8 @@ void quantize_q8_0(const float* x, uint8_t* out, int64_t n) {
 void quantize_q8_k(const float* x, uint8_t* out, int64_t n) {
   quantize_activations(DType::kQ8_K, x, out, size_t(n));
 }
-void add_scaled(float* y, const float* x, float a, int64_t n) {
+// Never an fma, whatever -march this file is built with.
+__attribute__((optimize("fp-contract=off"))) void add_scaled(float* y, const float* x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 }  // namespace
