@@ -19,8 +19,8 @@
 #include "common/arena/arena_format.h"
 #include "common/dtype.h"
 #include "common/mapped_file.h"
-#include "kernels/cpu/cpu_isa.h"
 #include "common/shm/shm_file.h"
+#include "kernels/cpu/cpu_isa.h"
 
 namespace capnp {
 class FlatArrayMessageReader;

@@ -38,7 +38,7 @@ void rows_repacked(const RowDotParams& p) {
   for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += gr) {
     const uint8_t* group = p.w + size_t(r0) * row_bytes;
     for (size_t b = 0; b < nb; ++b) {
-      uint8_t* rows[kX16Rows];
+      uint8_t* rows[kMaxGroupRows];
       for (int r = 0; r < gr; ++r) rows[r] = w.data() + size_t(r) * row_bytes + b * blocks.row_block;
       unpack_group_block(p.layout, group + b * blocks.group_block, rows);
     }

@@ -115,7 +115,7 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
     uint8_t* group = w + size_t(g) * tmp.size();
     std::memcpy(tmp.data(), group, tmp.size());
     for (size_t b = 0; b < nb; ++b) {
-      const uint8_t* src[kX16Rows];
+      const uint8_t* src[kMaxGroupRows];
       for (int r = 0; r < sh.rows; ++r) src[r] = tmp.data() + size_t(r) * row_bytes + b * sh.row_block;
       pack_group_block(l, src, group + b * sh.group_block);
     }

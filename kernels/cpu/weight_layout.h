@@ -69,6 +69,7 @@ inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a gro
 inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
 inline constexpr int kX16Rows = 16;  // rows per group of bf16_x16
 inline constexpr size_t kBf16X16GroupBlock = 16 * 64;
+inline constexpr int kMaxGroupRows = kX16Rows;  // the largest group of any layout
 
 // The groups of a layout: rows per group, values per row block, bytes of
 // one row's block, bytes of a group's block (rowmajor: single rows).

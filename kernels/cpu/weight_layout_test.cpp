@@ -44,6 +44,13 @@ std::vector<float> random_x(int64_t n, std::mt19937& rng) {
   return x;
 }
 
+// The activation rows of a (ab bytes apart), gathered in reverse token order.
+std::vector<const uint8_t*> reversed_rows(const std::vector<uint8_t>& a, size_t ab, int64_t tokens) {
+  std::vector<const uint8_t*> rows;
+  for (int64_t t = tokens - 1; t >= 0; --t) rows.push_back(a.data() + size_t(t) * ab);
+  return rows;
+}
+
 // Rowmajor weights w (rows x cols) against `tokens` activation rows a (ab
 // bytes apart), rows [r0, r1), into an output with one spare row per token.
 RowDotParams rowmajor_params(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
@@ -158,9 +165,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, ap.data(), ab,
                                     CpuIsa::kAvx512Bf16, layout);
-        // gathered activation rows, in reverse token order
-        std::vector<const uint8_t*> gathered;
-        for (int64_t t = tokens - 1; t >= 0; --t) gathered.push_back(ap.data() + size_t(t) * ab);
+        const std::vector<const uint8_t*> gathered = reversed_rows(ap, ab, tokens);
         const int64_t r0 = rows > 8 ? 4 : 0, r1 = rows > 8 ? rows - 4 : rows;
         RowDotParams p = rowmajor_params(type, w.data(), row_bytes, rows, cols, a.data(), ab, tokens, r0, r1);
         std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
@@ -220,8 +225,7 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
         std::vector<float> xd(size_t(tokens * cols));
         for (int64_t t = 0; t < tokens; ++t)
           dequantize_generic(DType::kBF16, a.data() + size_t(t) * ab, xd.data() + t * cols, size_t(cols));
-        std::vector<const uint8_t*> gathered;
-        for (int64_t t = tokens - 1; t >= 0; --t) gathered.push_back(a.data() + size_t(t) * ab);
+        const std::vector<const uint8_t*> gathered = reversed_rows(a, ab, tokens);
         // rows > 16: skip the first and last group (a ragged range of 2 to
         // 5 groups: tiles of three, then two or one)
         const int64_t r0 = rows > 16 ? 16 : 0, r1 = rows > 16 ? rows - 16 : rows;
