@@ -13,6 +13,11 @@
 //     e % slots), so every expert's bytes come from DRAM.
 // Bandwidth and peak are the best of --reps passes (as STREAM reports); the
 // layer rows are medians over --reps repetitions.
+// The pool's threads spin up to --spin-us (default 100 ms) between jobs, so
+// each layer starts with them awake, as a decode step's back-to-back layers
+// do; the bench prints what waking a sleeping thread costs here instead (on
+// the development VM about 60 us for the caller's futex wake and 120 us
+// until the thread runs: a third of a Qwen3 layer's batch-1 time).
 // TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K, Q8_0
 // and BF16 are stored as the loader stores them on this machine (q4_k_x4 and
 // q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with avx512bf16,
@@ -29,6 +34,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -140,6 +146,7 @@ struct Options {
   double read_gib = 2.0;
   bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
   bool rowmajor = false;  // keep Q4_K in rowmajor where the arena would repack it
+  int spin_us = 100'000;  // the pool threads' spin between jobs
   std::vector<DType> types = {DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K};
   std::vector<int64_t> batches = {1, 2, 4, 8, 32, 256};
   std::vector<std::string> shapes = {"deepseek-v3", "qwen3-30b-a3b"};
@@ -205,6 +212,23 @@ double bf16_peak(tk::ThreadPool& pool) {
     best = std::max(best, double(pool.size()) * double(iters) * kChains * 64 / dt / 1e9);
   }
   return best;
+}
+
+// Median over a few tries of how long after run() starts the caller and the
+// last other thread begin a job, each try after the threads have gone to
+// sleep (spin_us plus a margin of idleness).
+std::pair<double, double> wake_latency_us(tk::ThreadPool& pool, int spin_us) {
+  std::vector<double> caller, others;
+  for (int r = 0; r < 5; ++r) {
+    std::this_thread::sleep_for(std::chrono::microseconds(spin_us) + std::chrono::milliseconds(20));
+    double start[64] = {};
+    auto job = [&](int i, int) { start[i] = now(); };
+    const double t0 = now();
+    pool.run(job);
+    caller.push_back((start[0] - t0) * 1e6);
+    others.push_back((*std::max_element(start + 1, start + pool.size()) - t0) * 1e6);
+  }
+  return {median(caller), median(others)};
 }
 
 struct ShapeDef {
@@ -364,6 +388,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--read-gib") o.read_gib = std::stod(value());
     else if (a == "--reps") o.reps = std::stoi(value());
     else if (a == "--hot") o.hot = true;
+    else if (a == "--spin-us") o.spin_us = std::stoi(value());
     else if (a == "--rowmajor") o.rowmajor = true;
     else if (a == "--types") {
       o.types.clear();
@@ -381,7 +406,7 @@ Options parse(int argc, char** argv) {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
                           "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
                           "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
-                          "[--hot] [--rowmajor]");
+                          "[--hot] [--rowmajor] [--spin-us N]");
     }
   }
   return o;
@@ -397,7 +422,7 @@ int main(int argc, char** argv) {
     const tk::CpuFeatures f = tk::detect_cpu_features();
     const std::vector<int> cpus = tk::allowed_cpus();
     const int n = int(cpus.size());
-    tk::ThreadPool pool = tk::ThreadPool::create({n, cpus, true, 200});
+    tk::ThreadPool pool = tk::ThreadPool::create({n, cpus, true, o.spin_us});
 
     Buffer buf(size_t(o.read_gib * double(1ull << 30)) / 4096 * 4096);
     std::memset(buf.p, 1, buf.n);
@@ -416,6 +441,13 @@ int main(int argc, char** argv) {
       std::printf("avx512 bf16 peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", n, peak);
     } else {
       std::printf("avx512 bf16 peak: this cpu has no AVX512_BF16\n");
+    }
+    if (n > 1) {
+      const auto [caller, others] = wake_latency_us(pool, o.spin_us);
+      std::printf("waking the pool after its threads slept: the caller starts after %.1f us, the last thread after "
+                  "%.1f us\n(not in the layer times below: the threads spin up to %d us between jobs, as between "
+                  "a decode step's layers)\n",
+                  caller, others, o.spin_us);
     }
     std::printf("kernels: %s, %d threads pinned to cpus", std::string(tk::isa_name(isa)).c_str(), n);
     for (int c : cpus) std::printf(" %d", c);

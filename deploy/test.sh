@@ -13,7 +13,7 @@ fuzz_seconds=${FUZZ_SECONDS:-20}
 if [[ "$fuzz_seconds" != 0 && -x tests/fuzz/run.sh ]]; then
   bash tests/fuzz/run.sh "$fuzz_seconds"
 fi
-# The shared-memory, ring and control-plane tests again under ThreadSanitizer
+# The shared-memory, ring, control-plane and thread-pool tests again under ThreadSanitizer
 # and AddressSanitizer + UBSan (their own build trees, those targets only).
 if [[ "${SANITIZERS:-1}" != 0 ]]; then
   bash tests/sanitizers/run.sh

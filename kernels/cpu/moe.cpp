@@ -15,6 +15,12 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
+// The layer's counters, one cache line each, then one per active expert
+// (its A tasks done).
+enum Counter : int64_t { kNextToken, kConverted, kNextTask, kDoneB, kNextSum, kCounters };
+// Columns of the weighted sum per piece of work.
+constexpr int64_t kSumCols = 512;
+
 struct Task {
   int32_t expert;  // index into the active-expert list
   int32_t kind;    // 0: A (gate/up chunk), 1: B (down chunk)
@@ -74,7 +80,7 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   l.yd = take(sizeof(float) * size_t(n_assign * s.hidden));
   l.active = take(sizeof(int32_t) * 2 * size_t(max_active));  // expert id, first slot
   l.tasks = take(sizeof(Task) * size_t(max_active * (l.tasks_a + l.tasks_b)));
-  l.sync = take(kAlign * size_t(4 + max_active));  // counters, one cache line each
+  l.sync = take(kAlign * size_t(kCounters + max_active));
   l.total = at;
   return l;
 }
@@ -93,8 +99,7 @@ struct Job {
   std::atomic_ref<int64_t> counter(int64_t i) const {
     return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(ws + l->sync + kAlign * size_t(i)));
   }
-  // counters: 0 next task, 1 converted barrier, 2 done barrier, 4+e A tasks done of expert e
-  std::atomic_ref<int64_t> done_a(int64_t e) const { return counter(4 + e); }
+  std::atomic_ref<int64_t> done_a(int64_t e) const { return counter(kCounters + e); }
 
   static void wait_until(std::atomic_ref<int64_t> c, int64_t want) {
     while (c.load(std::memory_order_acquire) < want) {
@@ -102,10 +107,6 @@ struct Job {
       __builtin_ia32_pause();
 #endif
     }
-  }
-  void barrier(int64_t which, int n_threads) const {
-    counter(which).fetch_add(1, std::memory_order_acq_rel);
-    wait_until(counter(which), n_threads);
   }
 
   RowDotParams rows(DType type, const uint8_t* w, size_t stride, int64_t n_rows, int64_t cols,
@@ -173,39 +174,49 @@ struct Job {
     k->down(p);
   }
 
-  void operator()(int index, int n_threads) const {
-    // 1. convert this thread's share of the tokens
-    for (int64_t t = index; t < b->n_tokens; t += n_threads)
+  // Run with ThreadPool::run_shared: every step takes its work from a
+  // counter and waits only for the steps it reads, so the first thread
+  // starts at once and one that wakes late joins where the others are.
+  void operator()(int /*index*/, int /*n_threads*/) const {
+    // 1. convert the tokens, one at a time
+    for (int64_t t = counter(kNextToken).fetch_add(1, std::memory_order_relaxed); t < b->n_tokens;
+         t = counter(kNextToken).fetch_add(1, std::memory_order_relaxed)) {
       convert_row_dot_activations(s->gate_up_type, b->x + size_t(t) * b->x_row_stride, 0, 1,
                                   s->hidden, at<uint8_t>(l->xa) + size_t(t) * l->xa_row, l->xa_row,
                                   k->isa, s->gate_up_layout);
-    barrier(1, n_threads);
+      counter(kConverted).fetch_add(1, std::memory_order_acq_rel);
+    }
+    wait_until(counter(kConverted), b->n_tokens);
     // 2. tasks
     const Task* tasks = at<Task>(l->tasks);
-    for (int64_t i = counter(0).fetch_add(1, std::memory_order_relaxed); i < n_tasks;
-         i = counter(0).fetch_add(1, std::memory_order_relaxed)) {
+    for (int64_t i = counter(kNextTask).fetch_add(1, std::memory_order_relaxed); i < n_tasks;
+         i = counter(kNextTask).fetch_add(1, std::memory_order_relaxed)) {
       const Task& t = tasks[i];
       if (t.kind == 0) {
         task_a(t.expert, t.chunk);
         done_a(t.expert).fetch_add(1, std::memory_order_acq_rel);
       } else {
         task_b(t.expert, t.chunk);
+        counter(kDoneB).fetch_add(1, std::memory_order_acq_rel);
       }
     }
-    barrier(2, n_threads);
-    // 3. the weighted sum, a share of the columns each
-    const int64_t H = s->hidden;
-    const int64_t c0 = H * index / n_threads, c1 = H * (index + 1) / n_threads;
+    wait_until(counter(kDoneB), n_active * l->tasks_b);
+    // 3. the weighted sum, kSumCols columns of every token at a time
+    const int64_t H = s->hidden, n_chunks = (H + kSumCols - 1) / kSumCols;
     const int32_t* slot_of = at<int32_t>(l->slot_of);
     const float* yd = at<float>(l->yd);
-    for (int64_t t = 0; t < b->n_tokens; ++t) {
-      float* y = b->y + size_t(t) * b->y_row_stride;
-      std::fill(y + c0, y + c1, 0.0f);
-      for (int k2 = 0; k2 < b->top_k; ++k2) {
-        const int32_t slot = slot_of[t * b->top_k + k2];
-        if (slot < 0) continue;
-        const float w = b->expert_weights[t * b->top_k + k2];
-        k->ops.add_scaled(y + c0, yd + size_t(slot) * size_t(H) + c0, w, c1 - c0);
+    for (int64_t c = counter(kNextSum).fetch_add(1, std::memory_order_relaxed); c < n_chunks;
+         c = counter(kNextSum).fetch_add(1, std::memory_order_relaxed)) {
+      const int64_t c0 = c * kSumCols, c1 = std::min(H, c0 + kSumCols);
+      for (int64_t t = 0; t < b->n_tokens; ++t) {
+        float* y = b->y + size_t(t) * b->y_row_stride;
+        std::fill(y + c0, y + c1, 0.0f);
+        for (int k2 = 0; k2 < b->top_k; ++k2) {
+          const int32_t slot = slot_of[t * b->top_k + k2];
+          if (slot < 0) continue;
+          const float w = b->expert_weights[t * b->top_k + k2];
+          k->ops.add_scaled(y + c0, yd + size_t(slot) * size_t(H) + c0, w, c1 - c0);
+        }
       }
     }
   }
@@ -312,9 +323,9 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
     if (e > 0) add(e - 1, 1, l.tasks_b);
   }
   if (n_active > 0) add(n_active - 1, 1, l.tasks_b);
-  std::memset(ws + l.sync, 0, kAlign * size_t(4 + n_active));
+  std::memset(ws + l.sync, 0, kAlign * size_t(kCounters + n_active));
   Job job{&k, &s, experts, &b, &l, ws, n_active, n_tasks};
-  pool.run(job);
+  pool.run_shared(job);
 }
 
 MoeRouteStats moe_route_stats(const MoeShape& s, const MoeBatch& b) {

@@ -5,15 +5,17 @@
 // columns [f0, f0 + ffn) of the full F; the slices of all workers add up to
 // the layer's output).
 //
-// Work distribution (one call = one layer):
-//  1. the tokens' activations are converted once, each thread a share;
+// Work distribution (one call = one layer, ThreadPool::run_shared: every
+// step takes its work from a counter, so the calling thread starts at once
+// and a pool thread that wakes late joins in; no step waits for all threads):
+//  1. the tokens' activations are converted once, a token at a time;
 //  2. tasks are handed out from one atomic counter in the order
 //     A(e0) A(e1) B(e0) A(e2) B(e1) ... B(last), where A(e) is a chunk of
 //     expert e's gate/up rows for all its tokens (ending with SiLU*up and the
 //     conversion of that chunk into the down projection's activation format)
 //     and B(e) a chunk of its down rows; a B task waits only for its own
 //     expert's A tasks (a per-expert counter), never for a global barrier;
-//  3. after one barrier, each thread sums a share of the output columns
+//  3. once every B task is done, pieces of the output columns are summed
 //     over the tokens' experts in routing order (deterministic whatever the
 //     thread timing).
 // The caller provides the workspace (moe_workspace_bytes) and the thread

@@ -20,16 +20,34 @@ inline void cpu_relax() {
 }
 }  // namespace
 
+// The entry word of a job: its generation's low 32 bits, a closed bit, and
+// how many threads entered it. A thread enters with a compare-and-swap
+// that checks both, so it can neither join a closed job nor one that a
+// newer job has replaced while it was waking.
+constexpr uint64_t kClosed = uint64_t(1) << 31;
+constexpr uint64_t kEnteredMask = kClosed - 1;
+inline uint64_t entry_of(uint64_t generation) { return (generation & 0xFFFFFFFFu) << 32; }
+
 struct ThreadPool::State {
   Options options;
   std::vector<std::thread> threads;
-  // A job is published by bumping `generation`; each thread runs it and
-  // bumps `finished`. Both only grow.
+  // A job is published by setting `entry` and then bumping `generation`;
+  // each thread that enters it runs it and bumps `finished`.
   alignas(64) std::atomic<uint64_t> generation{0};
+  alignas(64) std::atomic<uint64_t> entry{0};
   alignas(64) std::atomic<uint64_t> finished{0};
   alignas(64) std::atomic<bool> stop{false};
   void (*job)(void*, int, int) = nullptr;
   void* ctx = nullptr;
+
+  bool enter(uint64_t g) {
+    uint64_t v = entry.load(std::memory_order_acquire);
+    for (;;) {
+      if ((v & ~(kClosed | kEnteredMask)) != entry_of(g) || (v & kClosed)) return false;
+      if (entry.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+        return true;
+    }
+  }
 
   void loop(int index) {
     uint64_t seen = 0;
@@ -47,6 +65,7 @@ struct ThreadPool::State {
       }
       if (stop.load(std::memory_order_acquire)) return;
       seen = g;
+      if (!enter(g)) continue;  // a shared job that closed before this thread woke
       job(ctx, index, int(threads.size()) + 1);
       finished.fetch_add(1, std::memory_order_acq_rel);  // run_job spins on it
     }
@@ -120,16 +139,22 @@ ThreadPool::~ThreadPool() {
 
 int ThreadPool::size() const { return int(state_->threads.size()) + 1; }
 
-void ThreadPool::run_job(void (*job)(void*, int, int), void* ctx) {
+void ThreadPool::run_job(void (*job)(void*, int, int), void* ctx, bool shared) {
   State& s = *state_;
   s.job = job;
   s.ctx = ctx;
-  const uint64_t g = s.generation.fetch_add(1, std::memory_order_acq_rel) + 1;
+  // Every thread that entered the previous job has finished it (below), so
+  // nothing reads job, ctx or finished meanwhile.
+  s.finished.store(0, std::memory_order_relaxed);
+  const uint64_t g = s.generation.load(std::memory_order_relaxed) + 1;
+  s.entry.store(entry_of(g), std::memory_order_release);
+  s.generation.store(g, std::memory_order_release);
   if (!s.threads.empty()) s.generation.notify_all();
   job(ctx, 0, size());
-  const uint64_t want = g * s.threads.size();
-  for (uint64_t f = s.finished.load(std::memory_order_acquire); f != want;
-       f = s.finished.load(std::memory_order_acquire)) {
+  // A shared job closes now: threads that have not entered it skip it.
+  const uint64_t entered =
+      shared ? s.entry.fetch_or(kClosed, std::memory_order_acq_rel) & kEnteredMask : s.threads.size();
+  while (s.finished.load(std::memory_order_acquire) != entered) {
     for (int k = 0; k < 16; ++k) cpu_relax();
   }
 }

@@ -4,6 +4,14 @@
 // returns when all have finished it; between jobs the threads spin briefly
 // (a decode step's layers come back to back) and then sleep on a futex.
 // run() itself never allocates.
+//
+// Waking a sleeping thread is slow where the CPU is virtual: on the
+// development VM a futex wake reached the other vCPU after about 120 us,
+// as long as a Qwen3-30B-A3B expert layer's whole batch-1 decode (0.3 ms).
+// run_shared() is for jobs that hand out their work dynamically (an atomic
+// task counter): the caller starts at once, threads join as they wake, and
+// one that wakes after the caller's own call has returned skips the job, so
+// a late thread costs its share of the time it slept, not the whole job's.
 #pragma once
 
 #include <memory>
@@ -37,13 +45,23 @@ class ThreadPool {
   // One run at a time (from one thread).
   template <class F>
   void run(F& fn) {
-    run_job([](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); }, &fn);
+    run_job([](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); }, &fn, false);
+  }
+
+  // Calls fn(thread_index, size()) on the caller (index 0) and on each other
+  // thread that picks the job up before the caller's call returns; returns
+  // when every call that started has returned. So fn(0, n) alone must
+  // finish the job (later threads find nothing left to do), and fn must not
+  // divide work by thread index. One run at a time (from one thread).
+  template <class F>
+  void run_shared(F& fn) {
+    run_job([](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); }, &fn, true);
   }
 
  private:
   struct State;
   explicit ThreadPool(std::unique_ptr<State> state);
-  void run_job(void (*job)(void*, int, int), void* ctx);
+  void run_job(void (*job)(void*, int, int), void* ctx, bool shared);
   std::unique_ptr<State> state_;
 };
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the shared-memory, ring and control-plane tests under ThreadSanitizer
-# and under AddressSanitizer + UndefinedBehaviorSanitizer (each in its own
+# Builds the shared-memory, ring, control-plane and compute-thread-pool tests
+# under ThreadSanitizer and under AddressSanitizer + UndefinedBehaviorSanitizer (each in its own
 # build tree, only those targets) and runs them. Any sanitizer report fails
 # the run: halt_on_error turns a report into a non-zero exit.
 #
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 
 kinds=("$@")
 ((${#kinds[@]})) || kinds=(tsan asan)
-targets=(common_shm_test common_ring_test common_control_test)
+targets=(common_shm_test common_ring_test common_control_test kernels_thread_pool_test)
 jobs=$(nproc 2>/dev/null || echo 2)
 
 for kind in "${kinds[@]}"; do
