@@ -8,7 +8,10 @@
 //     random routing (so tokens per expert are the model's), at 1, 2, 4, 8,
 //     32 and 256 tokens, per weight type: GB/s of the weight bytes the routed
 //     experts span and its ratio to the read bandwidth measured just before,
-//     GFLOP/s and its fraction of the peak. The experts' weights share a
+//     GFLOP/s and its fraction of the peak; beside it, a plain read of the
+//     same experts' bytes ("plain", read before the probe), which shows
+//     what DRAM gives a job that size (a Qwen3 layer is 21-75 MB, so its
+//     start and end weigh more than in the 2 GiB probe). The experts' weights share a
 //     --pool-gib buffer far larger than the caches (expert e uses slot
 //     e % slots), so every expert's bytes come from DRAM.
 // Bandwidth and peak are the best of --reps passes (as STREAM reports); the
@@ -177,6 +180,36 @@ double read_once(tk::ThreadPool& pool, int threads, const Buffer& buf, ReadPatte
   return double(part * size_t(threads)) / dt / 1e9;
 }
 
+// GB/s of one pass over the layer's own weights (the routed experts' gate,
+// up and down matrices), each thread its share of every matrix, read with
+// the probe's pattern: what DRAM gives a job of this size and shape.
+double read_spans(tk::ThreadPool& pool, const std::vector<std::pair<const uint8_t*, size_t>>& spans,
+                  ReadPattern rp, bool avx512) {
+  static volatile double sink = 0;
+  const int n = pool.size();
+  double sums[64] = {};
+  size_t bytes[64] = {};
+  auto job = [&](int i, int) {
+    for (const auto& [p, len] : spans) {
+      const size_t a = len * size_t(i) / size_t(n) / 4096 * 4096, b = len * size_t(i + 1) / size_t(n) / 4096 * 4096;
+      if (b <= a) continue;
+      sums[i] += rp.streams == 4 ? read4_avx512(p + a, b - a, rp.pf)
+                 : avx512        ? read_avx512(p + a, b - a, rp.pf)
+                                 : read_avx2(p + a, b - a, rp.pf);
+      bytes[i] += b - a;
+    }
+  };
+  const double t0 = now();
+  pool.run(job);
+  const double dt = now() - t0;
+  size_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    sink = sink + sums[i];
+    total += bytes[i];
+  }
+  return double(total) / dt / 1e9;
+}
+
 // The best pattern for `threads` threads (over 1 or 4 streams and prefetch
 // distances 0, 1, 2, 4 KiB) and its best GB/s over `reps` passes.
 std::pair<ReadPattern, double> read_bandwidth(tk::ThreadPool& pool, int threads, const Buffer& buf,
@@ -322,7 +355,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
   // start) right before the layer, and the row reports medians of the
   // layer's time and of its ratio to the read just before it.
   for (int64_t batch : o.batches) {
-    std::vector<double> times, ratios, bws, gbss;
+    std::vector<double> times, ratios, bws, gbss, plains, plain_ratios;
     tk::MoeRouteStats st;
     for (int r = 0; r < o.reps + 1; ++r) {  // the first run warms up
       std::vector<int32_t> ids;
@@ -339,6 +372,17 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       }
       tk::MoeBatch b{batch, int(top_k), x.data(), size_t(sd.hidden), ids.data(), w.data(), y.data(),
                      size_t(sd.hidden)};
+      // A plain read of the same experts' bytes first (the probe read after it
+      // evicts them from the caches).
+      std::vector<std::pair<const uint8_t*, size_t>> spans;
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (std::find(ids.begin(), ids.begin() + ptrdiff_t(i), ids[i]) == ids.begin() + ptrdiff_t(i)) {
+          const tk::MoeExpert& ex = experts[size_t(ids[i])];
+          spans.push_back({ex.gate, gu_bytes});
+          spans.push_back({ex.up, gu_bytes});
+          spans.push_back({ex.down, d_bytes});
+        }
+      const double plain = o.hot ? 1.0 : read_spans(pool, spans, rp, avx512);
       const double bw = o.hot ? 1.0 : read_once(pool, pool.size(), probe, rp, avx512);
       const double t0 = now();
       tk::moe_forward(k, pool, s, experts.data(), b, wsp, ws.size() - 64);
@@ -350,16 +394,19 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       bws.push_back(bw);
       gbss.push_back(gbs);
       ratios.push_back(gbs / bw);
+      plains.push_back(plain);
+      plain_ratios.push_back(gbs / plain);
     }
     const double t = median(times);
     const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
     std::string tname(tandem::name(type));
     if (s.gate_up_layout != tk::WeightLayout::kRowMajor)
       tname += s.gate_up_layout == tk::WeightLayout::kBf16X16 ? "/x16" : "/x4";
-    std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %9.1f %6.1f%%\n", sd.name.c_str(),
+    std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%%\n", sd.name.c_str(),
                 tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),
-                100.0 * median(ratios), flops / t / 1e9, peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0);
+                100.0 * median(ratios), median(plains), 100.0 * median(plain_ratios), flops / t / 1e9,
+                peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0);
     std::fflush(stdout);
   }
 }
@@ -452,10 +499,12 @@ int main(int argc, char** argv) {
     std::printf("kernels: %s, %d threads pinned to cpus", std::string(tk::isa_name(isa)).c_str(), n);
     for (int c : cpus) std::printf(" %d", c);
     std::printf("\n\nmedians over %d repetitions; 'read' is the read bandwidth measured just before each\n"
-                "repetition, 'of read' the median ratio of the layer's weight GB/s to it\n\n",
+                "repetition, 'of read' the median ratio of the layer's weight GB/s to it; 'plain' a plain read\n"
+                "of the layer's own weight bytes (its experts' matrices, a share of each per thread) and\n"
+                "'of pl' the layer's ratio to it: what DRAM gives a job of that size\n\n",
                 o.reps);
-    std::printf("%-14s %-8s %5s %7s %9s %7s %7s %7s %9s %7s\n", "shape", "type", "batch", "tok/exp",
-                "ms", "GB/s", "read", "of read", "GFLOP/s", "of pk");
+    std::printf("%-14s %-8s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s\n", "shape", "type", "batch", "tok/exp",
+                "ms", "GB/s", "read", "of read", "plain", "of pl", "GFLOP/s", "of pk");
     for (const auto& name : o.shapes) {
       ShapeDef sd;
       if (name == "deepseek-v3") sd = {name, 7168, 2048, 256};
