@@ -10,9 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -103,8 +105,7 @@ Routing make_routing(int64_t n_tokens, int top_k, int64_t H, int64_t E, uint32_t
   return r;
 }
 
-std::vector<float> run_layer(const Layer& L, const Routing& r, CpuIsa isa, int threads) {
-  ThreadPool pool = ThreadPool::create({threads, {}, false, 50});
+std::vector<float> run_layer_on(ThreadPool& pool, const Layer& L, const Routing& r, CpuIsa isa) {
   const MoeKernels k = moe_kernels(isa, L.shape);
   std::vector<uint8_t> ws(moe_workspace_bytes(L.shape, r.n_tokens, r.top_k));
   std::vector<float> y(size_t(r.n_tokens * L.shape.hidden), NAN);
@@ -112,6 +113,11 @@ std::vector<float> run_layer(const Layer& L, const Routing& r, CpuIsa isa, int t
              y.data(), size_t(L.shape.hidden)};
   moe_forward(k, pool, L.shape, L.experts.data(), b, ws.data(), ws.size());
   return y;
+}
+
+std::vector<float> run_layer(const Layer& L, const Routing& r, CpuIsa isa, int threads) {
+  ThreadPool pool = ThreadPool::create({threads, {}, false, 50});
+  return run_layer_on(pool, L, r, isa);
 }
 
 // The layer as a plain loop over tokens and experts with the generic kernels.
@@ -201,6 +207,20 @@ TEST(MoeLayer, GenericEqualsTheSequentialLayerForAnyThreadCount) {
     const Routing r = make_routing(5, 3, 256, 6, 12);
     const std::vector<float> want = sequential_generic(L, r);
     for (int threads : {1, 3}) EXPECT_EQ(run_layer(L, r, CpuIsa::kGeneric, threads), want) << threads;
+  }
+}
+
+// The layer runs through ThreadPool::run_shared: with threads that go to
+// sleep after every job (no spin), they join each layer late or not at all,
+// and the floats stay those of the sequential layer.
+TEST(MoeLayer, ThreadsJoiningLateOrNotAtAllGiveTheSameFloats) {
+  const Layer L = make_layer(DType::kQ4_K, DType::kQ6_K, 256, 512, 6, 31);
+  const Routing r = make_routing(5, 3, 256, 6, 32);
+  const std::vector<float> want = sequential_generic(L, r);
+  ThreadPool pool = ThreadPool::create({3, {}, false, 0});
+  for (int rep = 0; rep < 12; ++rep) {
+    if (rep % 4 == 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(run_layer_on(pool, L, r, CpuIsa::kGeneric), want) << "repetition " << rep;
   }
 }
 
