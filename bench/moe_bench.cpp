@@ -161,6 +161,11 @@ struct ReadPattern {
   size_t pf = 0;    // software prefetch distance, 0: none
 };
 
+// Sums n bytes at p the way `rp` says.
+double read_pattern(const uint8_t* p, size_t n, ReadPattern rp, bool avx512) {
+  return rp.streams == 4 ? read4_avx512(p, n, rp.pf) : avx512 ? read_avx512(p, n, rp.pf) : read_avx2(p, n, rp.pf);
+}
+
 // GB/s of one pass over `buf` by `threads` threads, each its own contiguous part.
 double read_once(tk::ThreadPool& pool, int threads, const Buffer& buf, ReadPattern rp, bool avx512) {
   static volatile double sink = 0;
@@ -169,9 +174,7 @@ double read_once(tk::ThreadPool& pool, int threads, const Buffer& buf, ReadPatte
   auto job = [&](int i, int) {
     if (i >= threads) return;
     const uint8_t* p = buf.p + part * size_t(i);
-    sums[i] = rp.streams == 4 ? read4_avx512(p, part, rp.pf)
-              : avx512        ? read_avx512(p, part, rp.pf)
-                              : read_avx2(p, part, rp.pf);
+    sums[i] = read_pattern(p, part, rp, avx512);
   };
   const double t0 = now();
   pool.run(job);
@@ -193,9 +196,7 @@ double read_spans(tk::ThreadPool& pool, const std::vector<std::pair<const uint8_
     for (const auto& [p, len] : spans) {
       const size_t a = len * size_t(i) / size_t(n) / 4096 * 4096, b = len * size_t(i + 1) / size_t(n) / 4096 * 4096;
       if (b <= a) continue;
-      sums[i] += rp.streams == 4 ? read4_avx512(p + a, b - a, rp.pf)
-                 : avx512        ? read_avx512(p + a, b - a, rp.pf)
-                                 : read_avx2(p + a, b - a, rp.pf);
+      sums[i] += read_pattern(p + a, b - a, rp, avx512);
       bytes[i] += b - a;
     }
   };
