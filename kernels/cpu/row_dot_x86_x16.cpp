@@ -10,15 +10,17 @@
 //
 // Several tokens (prefill) take an outer product: 48 rows (three groups) by
 // up to 8 tokens in 24 accumulators, three weight loads and 8 broadcasts per
-// 24 vdpbf16ps, over 256 columns at a time so the weights stay in L1 while
-// every token group passes (the rowmajor tiles need a weight and an
-// activation load per 2 instructions and a reduction per dot: one thread
-// with hot weights, 180-265 GFLOP/s against 330-360 here with two groups, of
-// a peak of about 450). Three groups rather than two: 3-4% more with hot
-// weights, and 6-8% (8 tokens) to 12-16% (16 tokens) more weight bytes per
-// second from DRAM, compared in one process (two threads, alternating). Each
-// lane sums its row's pairs in order, tested against the reference within
-// bounds.
+// 24 vdpbf16ps, over 1024 columns at a time (the rowmajor tiles need a
+// weight and an activation load per 2 instructions and a reduction per dot:
+// one thread with hot weights, 180-265 GFLOP/s against 330-360 here with two
+// groups, of a peak of about 450). Three groups rather than two: 3-4% more
+// with hot weights, and 6-8% (8 tokens) to 12-16% (16 tokens) more weight
+// bytes per second from DRAM, compared in one process (two threads,
+// alternating). The first token group prefetches one line per group per
+// pair position rather than bursts per block or step, and steps are 1024
+// columns rather than 256: with 8 tokens (two threads, weights from DRAM)
+// 1.26x the weight bytes per second and 1.3x with them hot. Each lane sums
+// its row's pairs in order, tested against the reference within bounds.
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
@@ -99,28 +101,29 @@ void decode_rows(const RowDotParams& p) {
 }
 
 // ---- several tokens ------------------------------------------------------------
-constexpr int64_t kBlocksPerStep = 8;  // 256 columns: G * 8 KiB of weights in L1
+constexpr int64_t kBlocksPerStep = 32;  // 1024 columns per step
 constexpr int kMaxTokens = 8;
 
-// A step's lines of the next step's weights to prefetch into L2 (one share
-// per token group, spread over its blocks): with several token groups the
-// in-row prefetch runs only in the first, and it is too close in time for a
-// compute-dense tile, so the next step must be on its way before it starts.
-struct NextStep {
-  const uint8_t* at[kX16TileGroups] = {};  // per group; null: none
-  size_t line0 = 0, line1 = 0;                // this call's share of each, in 64-byte lines
+// A tile's G groups start at w, group_bytes apart in the weights and
+// y_group floats apart in the outputs (far-apart groups: see prefill_rows).
+struct TileGroups {
+  const uint8_t* w;
+  size_t group_bytes, y_group;
 };
 
-// Rows of G adjacent groups (w: the first group's start) by NT tokens over
-// blocks [b0, b1): y[t] += (or = when first) the partial dots.
+// G groups by NT tokens over blocks [b0, b1): y[t] += (or = when first) the
+// partial dots. The first token group (stream) reads the weights from DRAM
+// and prefetches one line per group per pair position, kPrefetch ahead, so
+// the requests go out at the pace of the arithmetic; later token groups find
+// the step's weights in L1 or L2.
 template <int G, int NT>
-void outer_tile(const uint8_t* w, size_t group_bytes, int64_t b0, int64_t b1, const uint8_t* const* a,
-                float* const* y, bool first, bool stream, const NextStep& next) {
+void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* const* a, float* const* y, bool first,
+                bool stream) {
   __m512 acc[NT][G];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 3
-    for (int g = 0; g < G; ++g) acc[t][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y[t] + 16 * g);
+    for (int g = 0; g < G; ++g) acc[t][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y[t] + tg.y_group * g);
   // The tokens' pairs of these blocks, side by side: one base register
   // serves every broadcast (8 token pointers would spill). Unrolled, so it
   // is not made a call to memcpy.
@@ -132,25 +135,17 @@ void outer_tile(const uint8_t* w, size_t group_bytes, int64_t b0, int64_t b1, co
     for (int64_t i = 0; i < kBlocksPerStep; ++i)
       if (i < n) _mm512_store_si512(xb[t] + 64 * i, _mm512_loadu_si512(a[t] + 64 * size_t(b0 + i)));
   for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* wb = w + kGroupBlock * size_t(b);
-    if (stream)  // the first token group reads from DRAM: ahead within the rows
-#pragma GCC unroll 3
-      for (int g = 0; g < G; ++g)
-        for (size_t o = 0; o < kGroupBlock; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb + group_bytes * size_t(g) + kPrefetch + o), _MM_HINT_T0);
-    {
-      const size_t i = size_t(b - b0), span = next.line1 - next.line0;
-      const size_t l0 = next.line0 + span * i / size_t(n), l1 = next.line0 + span * (i + 1) / size_t(n);
-#pragma GCC unroll 3
-      for (int g = 0; g < G; ++g)
-        if (next.at[g])
-          for (size_t l = l0; l < l1; ++l) _mm_prefetch(reinterpret_cast<const char*>(next.at[g] + 64 * l), _MM_HINT_T1);
-    }
+    const uint8_t* wb = tg.w + kGroupBlock * size_t(b);
 #pragma GCC unroll 2
     for (int k = 0; k < 16; ++k) {
       __m512bh wv[G];
 #pragma GCC unroll 3
-      for (int g = 0; g < G; ++g) wv[g] = weights_at(wb + group_bytes * size_t(g) + 64 * size_t(k));
+      for (int g = 0; g < G; ++g) wv[g] = weights_at(wb + tg.group_bytes * size_t(g) + 64 * size_t(k));
+      if (stream)
+#pragma GCC unroll 3
+        for (int g = 0; g < G; ++g)
+          _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefetch + 64 * size_t(k)),
+                       _MM_HINT_T0);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m512bh x = pair_of(xb[t], 16 * (b - b0) + k);
@@ -162,19 +157,17 @@ void outer_tile(const uint8_t* w, size_t group_bytes, int64_t b0, int64_t b1, co
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 3
-    for (int g = 0; g < G; ++g) _mm512_storeu_ps(y[t] + 16 * g, acc[t][g]);
+    for (int g = 0; g < G; ++g) _mm512_storeu_ps(y[t] + tg.y_group * g, acc[t][g]);
 }
 
-// One step: G groups from row r0, blocks [b0, b1), the next step's weights
-// at next[g] (next_lines lines each).
+// One step: G groups (the first at row r0, the others gstep groups apart),
+// blocks [b0, b1).
 struct Step {
-  int64_t r0, b0, b1;
-  const uint8_t* next[kX16TileGroups];
-  size_t next_lines;
+  int64_t r0, b0, b1, gstep;
 };
 
 template <int G, int NT>
-void outer_tokens(const RowDotParams& p, const Step& st, int64_t t0, int64_t token_groups) {
+void outer_tokens(const RowDotParams& p, const Step& st, int64_t t0) {
   const uint8_t* a[NT];
   float* y[NT];
 #pragma GCC unroll 8
@@ -182,55 +175,47 @@ void outer_tokens(const RowDotParams& p, const Step& st, int64_t t0, int64_t tok
     a[t] = activation_row(p, t0 + t);
     y[t] = p.y + size_t(t0 + t) * p.y_row_stride + size_t(st.r0);
   }
-  const size_t j = size_t(t0 / kMaxTokens), ng = size_t(token_groups);
-  const NextStep next{{st.next[0], st.next[1], st.next[2]}, st.next_lines * j / ng, st.next_lines * (j + 1) / ng};
-  outer_tile<G, NT>(p.w + size_t(st.r0) * p.w_row_stride, kX16Rows * p.w_row_stride, st.b0, st.b1, a, y,
-                    st.b0 == 0, t0 == 0, next);
+  const TileGroups tg{p.w + size_t(st.r0) * p.w_row_stride, kX16Rows * p.w_row_stride * size_t(st.gstep),
+                      size_t(kX16Rows * st.gstep)};
+  outer_tile<G, NT>(tg, st.b0, st.b1, a, y, st.b0 == 0, t0 == 0);
 }
 
 // All tokens over one step, 8 at a time.
 template <int G>
 void outer_step(const RowDotParams& p, const Step& st) {
-  const int64_t groups = (p.n_tokens + kMaxTokens - 1) / kMaxTokens;
   int64_t t = 0;
-  for (; t + kMaxTokens <= p.n_tokens; t += kMaxTokens) outer_tokens<G, kMaxTokens>(p, st, t, groups);
+  for (; t + kMaxTokens <= p.n_tokens; t += kMaxTokens) outer_tokens<G, kMaxTokens>(p, st, t);
   switch (p.n_tokens - t) {
-    case 7: outer_tokens<G, 7>(p, st, t, groups); break;
-    case 6: outer_tokens<G, 6>(p, st, t, groups); break;
-    case 5: outer_tokens<G, 5>(p, st, t, groups); break;
-    case 4: outer_tokens<G, 4>(p, st, t, groups); break;
-    case 3: outer_tokens<G, 3>(p, st, t, groups); break;
-    case 2: outer_tokens<G, 2>(p, st, t, groups); break;
-    case 1: outer_tokens<G, 1>(p, st, t, groups); break;
+    case 7: outer_tokens<G, 7>(p, st, t); break;
+    case 6: outer_tokens<G, 6>(p, st, t); break;
+    case 5: outer_tokens<G, 5>(p, st, t); break;
+    case 4: outer_tokens<G, 4>(p, st, t); break;
+    case 3: outer_tokens<G, 3>(p, st, t); break;
+    case 2: outer_tokens<G, 2>(p, st, t); break;
+    case 1: outer_tokens<G, 1>(p, st, t); break;
     default: break;
   }
 }
 
-// Three groups at a time (three streams), then the two or one left over;
-// each step names the next one's weights for its prefetches.
-void prefill_rows(const RowDotParams& p) {
+template <int G>
+void outer_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
   const int64_t nb = p.cols / kColsPerBlock;
-  const size_t group_bytes = kX16Rows * p.w_row_stride;
-  auto width = [&](int64_t r0) { return std::min<int64_t>(kX16TileGroups, (p.row_end - r0) / kX16Rows); };
-  for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += width(r0) * kX16Rows) {
-    const int64_t gs = width(r0);
-    for (int64_t b = 0; b < nb; b += kBlocksPerStep) {
-      Step st{r0, b, std::min(nb, b + kBlocksPerStep), {}, 0};
-      // the next step: this row's next blocks, or the next groups' first
-      const int64_t nr = st.b1 < nb ? r0 : r0 + gs * kX16Rows, nb0 = st.b1 < nb ? st.b1 : 0;
-      if (nr < p.row_end) {
-        const uint8_t* w0 = p.w + size_t(nr) * p.w_row_stride + kGroupBlock * size_t(nb0);
-        for (int64_t g = 0; g < width(nr); ++g) st.next[g] = w0 + group_bytes * size_t(g);
-        st.next_lines = size_t(std::min(nb, nb0 + kBlocksPerStep) - nb0) * kGroupBlock / 64;
-      }
-      if (gs == 3)
-        outer_step<3>(p, st);
-      else if (gs == 2)
-        outer_step<2>(p, st);
-      else
-        outer_step<1>(p, st);
-    }
-  }
+  for (int64_t b = 0; b < nb; b += kBlocksPerStep) outer_step<G>(p, Step{r0, b, std::min(nb, b + kBlocksPerStep), gstep});
+}
+
+// Tiles of three groups taken from the three thirds of the range (group j
+// with j + q and j + 2q), then the one or two groups left over. Streams far
+// apart read faster than neighbours (a 2048-column down projection's groups
+// are 64 KiB apart), and each group's prefetches run past its end into the
+// next tile's group, so no tile starts cold.
+void prefill_rows(const RowDotParams& p) {
+  const int64_t groups = (p.row_end - p.row_begin) / kX16Rows, q = groups / kX16TileGroups;
+  for (int64_t j = 0; j < q; ++j) outer_rows<kX16TileGroups>(p, p.row_begin + j * kX16Rows, q);
+  const int64_t r0 = p.row_begin + kX16TileGroups * q * kX16Rows;
+  if (groups % kX16TileGroups == 2)
+    outer_rows<2>(p, r0, 1);
+  else if (groups % kX16TileGroups == 1)
+    outer_rows<1>(p, r0, 1);
 }
 
 }  // namespace

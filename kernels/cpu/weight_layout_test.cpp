@@ -210,8 +210,9 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
   std::mt19937 rng(23);
   const DType type = DType::kBF16;
   double worst = 0;
-  for (int64_t cols : {64, 320, 2048}) {
-    for (int64_t rows : {16, 64, 80, 96, 112}) {
+  // 1088 columns: a step of 1024 and one of 64
+  for (int64_t cols : {64, 320, 1088, 2048}) {
+    for (int64_t rows : {16, 64, 80, 96, 112, 176}) {
       const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
       std::vector<uint8_t> x16 = w;
       repack_rows(WeightLayout::kBf16X16, type, x16.data(), rows, cols);
@@ -227,7 +228,7 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
           dequantize_generic(DType::kBF16, a.data() + size_t(t) * ab, xd.data() + t * cols, size_t(cols));
         const std::vector<const uint8_t*> gathered = reversed_rows(a, ab, tokens);
         // rows > 16: skip the first and last group (a ragged range of 2 to
-        // 5 groups: tiles of three, then two or one)
+        // 9 groups: tiles of three from the range's thirds, then two or one)
         const int64_t r0 = rows > 16 ? 16 : 0, r1 = rows > 16 ? rows - 16 : rows;
         RowDotParams p = rowmajor_params(type, w.data(), row_bytes, rows, cols, a.data(), ab, tokens, r0, r1);
         std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
