@@ -403,11 +403,14 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     std::string tname(tandem::name(type));
     if (s.gate_up_layout != tk::WeightLayout::kRowMajor)
       tname += s.gate_up_layout == tk::WeightLayout::kBf16X16 ? "/x16" : "/x4";
-    std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%%\n", sd.name.c_str(),
+    // The most of the peak this run's read allows at the row's flops per
+    // weight byte (every routed expert's weights read once): the roofline.
+    const double roof = peak > 0 && !o.hot ? std::min(1.0, median(bws) * flops / st.weight_bytes / peak) : 0.0;
+    std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n", sd.name.c_str(),
                 tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),
                 100.0 * median(ratios), median(plains), 100.0 * median(plain_ratios), flops / t / 1e9,
-                peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0);
+                peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0, 100.0 * roof);
     std::fflush(stdout);
   }
 }
@@ -502,10 +505,12 @@ int main(int argc, char** argv) {
     std::printf("\n\nmedians over %d repetitions; 'read' is the read bandwidth measured just before each\n"
                 "repetition, 'of read' the median ratio of the layer's weight GB/s to it; 'plain' a plain read\n"
                 "of the layer's own weight bytes (its experts' matrices, a share of each per thread) and\n"
-                "'of pl' the layer's ratio to it: what DRAM gives a job of that size\n\n",
+                "'of pl' the layer's ratio to it: what DRAM gives a job of that size; 'of pk' the fraction\n"
+                "of the peak above, and 'roof' the most of it that 'read' allows at the row's flops per\n"
+                "weight byte (each routed expert's weights read once)\n\n",
                 o.reps);
-    std::printf("%-14s %-8s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s\n", "shape", "type", "batch", "tok/exp",
-                "ms", "GB/s", "read", "of read", "plain", "of pl", "GFLOP/s", "of pk");
+    std::printf("%-14s %-8s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s %6s\n", "shape", "type", "batch", "tok/exp",
+                "ms", "GB/s", "read", "of read", "plain", "of pl", "GFLOP/s", "of pk", "roof");
     for (const auto& name : o.shapes) {
       ShapeDef sd;
       if (name == "deepseek-v3") sd = {name, 7168, 2048, 256};
