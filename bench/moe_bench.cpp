@@ -405,9 +405,10 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       tname += s.gate_up_layout == tk::WeightLayout::kBf16X16 ? "/x16" : "/x4";
     // The most of the peak this run's read allows at the row's flops per
     // weight byte (every routed expert's weights read once): the roofline.
-    const double roof = peak > 0 && !o.hot ? std::min(1.0, median(bws) * flops / st.weight_bytes / peak) : 0.0;
-    std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n", sd.name.c_str(),
-                tname.c_str(), (long long)batch,
+    const double roof =
+        peak > 0 && !o.hot ? std::min(1.0, median(bws) * flops / st.weight_bytes / peak) : 0.0;
+    std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n",
+                sd.name.c_str(), tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),
                 100.0 * median(ratios), median(plains), 100.0 * median(plain_ratios), flops / t / 1e9,
                 peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0, 100.0 * roof);

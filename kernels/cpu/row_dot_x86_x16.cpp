@@ -200,7 +200,8 @@ void outer_step(const RowDotParams& p, const Step& st) {
 template <int G>
 void outer_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
   const int64_t nb = p.cols / kColsPerBlock;
-  for (int64_t b = 0; b < nb; b += kBlocksPerStep) outer_step<G>(p, Step{r0, b, std::min(nb, b + kBlocksPerStep), gstep});
+  for (int64_t b = 0; b < nb; b += kBlocksPerStep)
+    outer_step<G>(p, Step{r0, b, std::min(nb, b + kBlocksPerStep), gstep});
 }
 
 // Tiles of three groups taken from the three thirds of the range (group j
