@@ -34,19 +34,25 @@ struct Layout {
   size_t xa, counts, slot_token, slot_of, a_rows, g, u, ha, yd, active, tasks, sync, total;
 };
 
-// Weight bytes per task: large enough that a thread streams whole runs of
-// rows (the hardware prefetchers lose track of short ones), small enough for
-// dozens of tasks per expert.
-constexpr double kTaskBytes = 1 << 20;
+// Weight bytes per task. The kernels split a task's rows into two to four
+// streams from its parts, and longer, further-apart streams read faster:
+// one process, two threads, 1 against 4 MiB tasks alternating, batch 1 of
+// DeepSeek-V3 shapes 1.02-1.09x (BF16, FP8, Q8_0; Q4_K 0.99-1.04x), 256
+// tokens in BF16 1.07-1.11x, Qwen3-30B-A3B batch 1 1.00-1.11x. The layer
+// takes the largest size that still leaves kTasksPerThread tasks per thread
+// (a batch-1 Qwen3 Q4_K layer is 21 MB: 1.3 MiB with two threads).
+constexpr double kMinTaskBytes = 1 << 20, kMaxTaskBytes = 4 << 20;
+constexpr double kTasksPerThread = 8;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
-  Layout l{};
-  const int64_t n_assign = max_tokens * top_k;
-  const int64_t max_active = std::min<int64_t>(s.n_experts, n_assign);
-  l.xa_row = row_dot_activation_bytes(s.gate_up_type, s.hidden);
-  l.ha_row = row_dot_activation_bytes(s.down_type, s.ffn);
+double expert_bytes(const MoeShape& s) {
+  return 2.0 * double(*bytes_for(s.gate_up_type, uint64_t(s.hidden))) * double(s.ffn) +
+         double(*bytes_for(s.down_type, uint64_t(s.ffn))) * double(s.hidden);
+}
+
+// Chunks of about task_bytes of weights.
+void size_tasks(const MoeShape& s, double task_bytes, Layout& l) {
   // A chunks are whole blocks of the down type and of its activation format,
   // so each A task converts its own part of the down input.
   const int64_t block = std::max<int64_t>(info(s.down_type).block_elems,
@@ -57,12 +63,21 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   // triples of bf16_x16 groups).
   const int64_t a_step = std::lcm<int64_t>(block, layout_tile_rows(s.gate_up_layout));
   const int64_t b_step = std::lcm<int64_t>(4, layout_tile_rows(s.down_layout));
-  l.chunk_a = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / (2 * gu_row))), a_step);
+  l.chunk_a = round_up(std::max<int64_t>(16, int64_t(task_bytes / (2 * gu_row))), a_step);
   l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, a_step));
-  l.chunk_b = round_up(std::max<int64_t>(16, int64_t(kTaskBytes / d_row)), b_step);
+  l.chunk_b = round_up(std::max<int64_t>(16, int64_t(task_bytes / d_row)), b_step);
   l.chunk_b = std::min(l.chunk_b, round_up(s.hidden, b_step));
   l.tasks_a = (s.ffn + l.chunk_a - 1) / l.chunk_a;
   l.tasks_b = (s.hidden + l.chunk_b - 1) / l.chunk_b;
+}
+
+Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
+  Layout l{};
+  const int64_t n_assign = max_tokens * top_k;
+  const int64_t max_active = std::min<int64_t>(s.n_experts, n_assign);
+  l.xa_row = row_dot_activation_bytes(s.gate_up_type, s.hidden);
+  l.ha_row = row_dot_activation_bytes(s.down_type, s.ffn);
+  size_tasks(s, kMinTaskBytes, l);  // the most tasks: room for any call's list
   size_t at = 0;
   auto take = [&](size_t bytes) {
     const size_t here = at;
@@ -265,7 +280,7 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
   if (!k.gate_up || !k.down || !experts || !b.x || !b.expert_ids || !b.expert_weights || !b.y ||
       b.top_k <= 0)
     fail(ErrorKind::kInternal, "moe layer: missing kernels, experts or batch pointers");
-  const Layout l = layout(s, b.n_tokens, b.top_k);
+  Layout l = layout(s, b.n_tokens, b.top_k);
   if (workspace_bytes < l.total || !workspace)
     fail(ErrorKind::kInternal, "moe layer: workspace of {} bytes, {} needed", workspace_bytes,
          l.total);
@@ -312,6 +327,10 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
       a_rows[slot] = ws + l.xa + size_t(i / b.top_k) * l.xa_row;
     }
   }
+  size_tasks(s,
+             std::clamp(double(n_active) * expert_bytes(s) / (kTasksPerThread * pool.size()),
+                        kMinTaskBytes, kMaxTaskBytes),
+             l);
   // Task order: A(0) A(1) B(0) A(2) B(1) ... B(n-1).
   auto* tasks = reinterpret_cast<Task*>(ws + l.tasks);
   int64_t n_tasks = 0;
@@ -340,9 +359,7 @@ MoeRouteStats moe_route_stats(const MoeShape& s, const MoeBatch& b) {
       ++st.active_experts;
     }
   }
-  const double per_expert = 2.0 * double(*bytes_for(s.gate_up_type, uint64_t(s.hidden))) * double(s.ffn) +
-                            double(*bytes_for(s.down_type, uint64_t(s.ffn))) * double(s.hidden);
-  st.weight_bytes = per_expert * double(st.active_experts);
+  st.weight_bytes = expert_bytes(s) * double(st.active_experts);
   return st;
 }
 

@@ -210,6 +210,15 @@ TEST(MoeLayer, GenericEqualsTheSequentialLayerForAnyThreadCount) {
   }
 }
 
+// Experts of 25 MB: the layer takes tasks of up to 4 MiB (moe.cpp), fewer
+// and larger chunks than the small layers above, sized by the thread count.
+TEST(MoeLayer, LargeLayersInLargerTasksEqualTheSequentialLayer) {
+  const Layer L = make_layer(DType::kF32, DType::kF32, 1024, 2048, 3, 31);
+  const Routing r = make_routing(4, 2, 1024, 3, 32);
+  const std::vector<float> want = sequential_generic(L, r);
+  for (int threads : {1, 2, 3}) EXPECT_EQ(run_layer(L, r, CpuIsa::kGeneric, threads), want) << threads;
+}
+
 // The layer runs through ThreadPool::run_shared: with threads that go to
 // sleep after every job (no spin), they join each layer late or not at all,
 // and the floats stay those of the sequential layer.
