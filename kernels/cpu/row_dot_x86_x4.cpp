@@ -65,12 +65,14 @@ struct Meta {
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
 // starting at row row0[g]) x T tokens. kDecodeGroups: groups side by side
 // for one token, from that many parts of the row range (far-apart streams).
-// Q8_0 has less work per byte and kept DRAM busier with four
-// (tandem-bench-moe, DeepSeek-V3 shape, batch 1: 81-88% of read bandwidth
-// against 77-84% with two, alternating runs); Q4_K did not gain from it.
+// Four keep DRAM busier than two: Q8_0 (tandem-bench-moe, DeepSeek-V3
+// shape, batch 1: 81-88% of read bandwidth against 77-84%, alternating
+// runs); Q4_K once its prefetches were spread over its loop (the layer's
+// tasks, one process, variants alternating: 1.25x at both expert shapes,
+// where four streams with a burst of prefetches per block gave 1.00-1.12x).
 struct Q4KX4 {
   static constexpr int64_t kBlockElems = kQK_K;
-  static constexpr int kDecodeGroups = 2;
+  static constexpr int kDecodeGroups = 4;
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G]);
@@ -97,11 +99,11 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
     for (auto& v : row) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const size_t woff = size_t(b) * kQ4KX4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
+    // One line per group here (the scales' line), then one per 64 weight
+    // bytes in the loop below: requests at the pace of the arithmetic rather
+    // than a burst of nine per block.
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g)
-#pragma GCC unroll 9
-      for (size_t o = 0; o < kQ4KX4GroupBlock; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(grp[g] + woff + kPrefetch + o), _MM_HINT_T0);
+    for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(grp[g] + woff + kPrefetch), _MM_HINT_T0);
     __m512i D[G][T][2][kS];
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g)
@@ -121,6 +123,7 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
         const __m512i w = _mm512_loadu_si512(grp[g] + woff + 64 + 64 * s);
+        _mm_prefetch(reinterpret_cast<const char*>(grp[g] + woff + kPrefetch + 64 + 64 * s), _MM_HINT_T0);
         const __m512i lo = _mm512_and_si512(w, low4);
         const __m512i hi = kHighTimes16 ? _mm512_and_si512(w, high4) : _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
 #pragma GCC unroll 4
