@@ -24,8 +24,13 @@ constexpr int64_t kSumCols = 512;
 struct Task {
   int32_t expert;  // index into the active-expert list
   int32_t kind;    // 0: A (gate/up chunk), 1: B (down chunk)
-  int32_t chunk;
+  int32_t row_begin, row_end;  // of F (A) or H (B)
 };
+
+// The down projections of the last kTailExperts experts go in the smallest
+// tasks: they are the layer's tail, which one thread would otherwise finish
+// alone while the other waits.
+constexpr int64_t kTailExperts = 2;
 
 // Byte offsets of everything moe_forward keeps in the workspace.
 struct Layout {
@@ -107,7 +112,7 @@ struct Job {
   const MoeBatch* b;
   const Layout* l;
   uint8_t* ws;
-  int64_t n_active, n_tasks;
+  int64_t n_active, n_tasks, n_tasks_b;
 
   template <class T>
   T* at(size_t off) const { return reinterpret_cast<T*>(ws + off); }
@@ -137,11 +142,10 @@ struct Job {
     return p;
   }
 
-  void task_a(int64_t e_idx, int64_t chunk) const {
+  void task_a(int64_t e_idx, int64_t f0, int64_t f1) const {
     const int32_t* active = at<int32_t>(l->active);
     const int64_t e = active[2 * e_idx], s0 = active[2 * e_idx + 1];
     const int64_t m = at<int32_t>(l->counts)[e + 1] - at<int32_t>(l->counts)[e];
-    const int64_t f0 = chunk * l->chunk_a, f1 = std::min(s->ffn, f0 + l->chunk_a);
     const MoeExpert& x = experts[e];
     float* g = at<float>(l->g) + size_t(s0 * s->ffn);
     float* u = at<float>(l->u) + size_t(s0 * s->ffn);
@@ -170,7 +174,7 @@ struct Job {
                                 k->isa, s->down_layout);
   }
 
-  void task_b(int64_t e_idx, int64_t chunk) const {
+  void task_b(int64_t e_idx, int64_t h0, int64_t h1) const {
     wait_until(done_a(e_idx), l->tasks_a);
     const int32_t* active = at<int32_t>(l->active);
     const int64_t e = active[2 * e_idx], s0 = active[2 * e_idx + 1];
@@ -184,8 +188,8 @@ struct Job {
     p.n_tokens = m;
     p.y = at<float>(l->yd) + size_t(s0 * s->hidden);
     p.y_row_stride = size_t(s->hidden);
-    p.row_begin = chunk * l->chunk_b;
-    p.row_end = std::min(s->hidden, p.row_begin + l->chunk_b);
+    p.row_begin = h0;
+    p.row_end = h1;
     k->down(p);
   }
 
@@ -208,14 +212,14 @@ struct Job {
          i = counter(kNextTask).fetch_add(1, std::memory_order_relaxed)) {
       const Task& t = tasks[i];
       if (t.kind == 0) {
-        task_a(t.expert, t.chunk);
+        task_a(t.expert, t.row_begin, t.row_end);
         done_a(t.expert).fetch_add(1, std::memory_order_acq_rel);
       } else {
-        task_b(t.expert, t.chunk);
+        task_b(t.expert, t.row_begin, t.row_end);
         counter(kDoneB).fetch_add(1, std::memory_order_acq_rel);
       }
     }
-    wait_until(counter(kDoneB), n_active * l->tasks_b);
+    wait_until(counter(kDoneB), n_tasks_b);
     // 3. the weighted sum, kSumCols columns of every token at a time
     const int64_t H = s->hidden, n_chunks = (H + kSumCols - 1) / kSumCols;
     const int32_t* slot_of = at<int32_t>(l->slot_of);
@@ -332,18 +336,26 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
                         kMinTaskBytes, kMaxTaskBytes),
              l);
   // Task order: A(0) A(1) B(0) A(2) B(1) ... B(n-1).
+  Layout smallest = l;
+  size_tasks(s, kMinTaskBytes, smallest);
   auto* tasks = reinterpret_cast<Task*>(ws + l.tasks);
-  int64_t n_tasks = 0;
-  auto add = [&](int64_t e, int kind, int64_t n) {
-    for (int64_t c = 0; c < n; ++c) tasks[n_tasks++] = {int32_t(e), kind, int32_t(c)};
+  int64_t n_tasks = 0, n_tasks_b = 0;
+  auto add_a = [&](int64_t e) {
+    for (int64_t f0 = 0; f0 < s.ffn; f0 += l.chunk_a)
+      tasks[n_tasks++] = {int32_t(e), 0, int32_t(f0), int32_t(std::min(s.ffn, f0 + l.chunk_a))};
+  };
+  auto add_b = [&](int64_t e) {
+    const int64_t chunk = e >= n_active - kTailExperts ? smallest.chunk_b : l.chunk_b;
+    for (int64_t h0 = 0; h0 < s.hidden; h0 += chunk, ++n_tasks_b)
+      tasks[n_tasks++] = {int32_t(e), 1, int32_t(h0), int32_t(std::min(s.hidden, h0 + chunk))};
   };
   for (int64_t e = 0; e < n_active; ++e) {
-    add(e, 0, l.tasks_a);
-    if (e > 0) add(e - 1, 1, l.tasks_b);
+    add_a(e);
+    if (e > 0) add_b(e - 1);
   }
-  if (n_active > 0) add(n_active - 1, 1, l.tasks_b);
+  if (n_active > 0) add_b(n_active - 1);
   std::memset(ws + l.sync, 0, kAlign * size_t(kCounters + n_active));
-  Job job{&k, &s, experts, &b, &l, ws, n_active, n_tasks};
+  Job job{&k, &s, experts, &b, &l, ws, n_active, n_tasks, n_tasks_b};
   pool.run_shared(job);
 }
 

@@ -211,7 +211,8 @@ TEST(MoeLayer, GenericEqualsTheSequentialLayerForAnyThreadCount) {
 }
 
 // Experts of 25 MB: the layer takes tasks of up to 4 MiB (moe.cpp), fewer
-// and larger chunks than the small layers above, sized by the thread count.
+// and larger chunks than the small layers above, sized by the thread count,
+// and the last two experts' down projections in 1 MiB pieces (the tail).
 TEST(MoeLayer, LargeLayersInLargerTasksEqualTheSequentialLayer) {
   const Layer L = make_layer(DType::kF32, DType::kF32, 1024, 2048, 3, 31);
   const Routing r = make_routing(4, 2, 1024, 3, 32);
