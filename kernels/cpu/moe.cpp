@@ -36,6 +36,7 @@ constexpr int64_t kTailExperts = 2;
 struct Layout {
   size_t xa_row, ha_row;  // converted activation rows (gate/up input, down input)
   int64_t chunk_a, chunk_b, tasks_a, tasks_b;
+  int64_t tail_chunk_b;  // the down chunk of the smallest tasks (kTailExperts)
   size_t xa, counts, slot_token, slot_of, a_rows, g, u, ha, yd, active, tasks, sync, total;
 };
 
@@ -83,6 +84,7 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   l.xa_row = row_dot_activation_bytes(s.gate_up_type, s.hidden);
   l.ha_row = row_dot_activation_bytes(s.down_type, s.ffn);
   size_tasks(s, kMinTaskBytes, l);  // the most tasks: room for any call's list
+  l.tail_chunk_b = l.chunk_b;
   size_t at = 0;
   auto take = [&](size_t bytes) {
     const size_t here = at;
@@ -336,8 +338,6 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
                         kMinTaskBytes, kMaxTaskBytes),
              l);
   // Task order: A(0) A(1) B(0) A(2) B(1) ... B(n-1).
-  Layout smallest = l;
-  size_tasks(s, kMinTaskBytes, smallest);
   auto* tasks = reinterpret_cast<Task*>(ws + l.tasks);
   int64_t n_tasks = 0, n_tasks_b = 0;
   auto add_a = [&](int64_t e) {
@@ -345,7 +345,7 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
       tasks[n_tasks++] = {int32_t(e), 0, int32_t(f0), int32_t(std::min(s.ffn, f0 + l.chunk_a))};
   };
   auto add_b = [&](int64_t e) {
-    const int64_t chunk = e >= n_active - kTailExperts ? smallest.chunk_b : l.chunk_b;
+    const int64_t chunk = e >= n_active - kTailExperts ? l.tail_chunk_b : l.chunk_b;
     for (int64_t h0 = 0; h0 < s.hidden; h0 += chunk, ++n_tasks_b)
       tasks[n_tasks++] = {int32_t(e), 1, int32_t(h0), int32_t(std::min(s.hidden, h0 + chunk))};
   };
