@@ -22,8 +22,8 @@
 // 1.26x the weight bytes per second and 1.3x with them hot. Up to 9 tokens
 // rather than 8 (31 of the 32 registers): 9 tokens in one pass instead of
 // 8 + 1, 1.3x with hot weights (DeepSeek-V3 at 256 tokens routes 9 to an
-// eighth of its experts). Each lane sums
-// its row's pairs in order, tested against the reference within bounds.
+// eighth of its experts). Each lane sums its row's pairs in order, tested
+// against the reference within bounds.
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
@@ -128,7 +128,7 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
 #pragma GCC unroll 3
     for (int g = 0; g < G; ++g) acc[t][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y[t] + tg.y_group * g);
   // The tokens' pairs of these blocks, side by side: one base register
-  // serves every broadcast (8 token pointers would spill). Unrolled, so it
+  // serves every broadcast (9 token pointers would spill). Unrolled, so it
   // is not made a call to memcpy.
   alignas(64) uint8_t xb[NT][kBlocksPerStep * 64];
   const int64_t n = b1 - b0;

@@ -63,23 +63,21 @@ struct Meta {
 };
 
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
-// starting at row row0[g]) x T tokens. kDecodeGroups: groups side by side
-// for one token, from that many parts of the row range (far-apart streams).
-// Four keep DRAM busier than two: Q8_0 (tandem-bench-moe, DeepSeek-V3
+// starting at row row0[g]) x T tokens. For one token, x4_rows sets four
+// groups side by side, from the four quarters of the row range (far-apart
+// streams). Four keep DRAM busier than two: Q8_0 (tandem-bench-moe, DeepSeek-V3
 // shape, batch 1: 81-88% of read bandwidth against 77-84%, alternating
 // runs); Q4_K once its prefetches were spread over its loop (the layer's
 // tasks, one process, variants alternating: 1.25x at both expert shapes,
 // where four streams with a burst of prefetches per block gave 1.00-1.12x).
 struct Q4KX4 {
   static constexpr int64_t kBlockElems = kQK_K;
-  static constexpr int kDecodeGroups = 4;
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G]);
 };
 struct Q8_0X4 {
   static constexpr int64_t kBlockElems = kQK8_0;
-  static constexpr int kDecodeGroups = 4;
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G]);
@@ -293,11 +291,11 @@ void x4_streams(const RowDotParams& p, int64_t groups) {
   }
 }
 
-// K::kDecodeGroups streams for one token, two for two tokens, one for more.
+// Four streams for one token, two for two tokens, one for more.
 template <class K>
 void x4_rows(const RowDotParams& p) {
   const int64_t groups = (p.row_end - p.row_begin) / kX4Rows;
-  if (K::kDecodeGroups == 4 && p.n_tokens == 1 && groups >= 4)
+  if (p.n_tokens == 1 && groups >= 4)
     x4_streams<K, 4>(p, groups);
   else if (p.n_tokens <= 2)
     x4_streams<K, 2>(p, groups);
