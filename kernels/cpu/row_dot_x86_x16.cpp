@@ -22,7 +22,11 @@
 // 1.26x the weight bytes per second and 1.3x with them hot. Up to 9 tokens
 // rather than 8 (31 of the 32 registers): 9 tokens in one pass instead of
 // 8 + 1, 1.3x with hot weights (DeepSeek-V3 at 256 tokens routes 9 to an
-// eighth of its experts). Each lane sums its row's pairs in order, tested
+// eighth of its experts). Passes of 1 to 4 tokens split each sum over 2 or
+// 4 chains (too few independent sums otherwise hide vdpbf16ps's latency):
+// with hot weights 1.13x at 10 and 11 tokens (9 + 1, 9 + 2) and 1.24x at
+// 3; the layer at 256 tokens 1.02x at both expert shapes. Each lane sums
+// its row's pairs in order (or in 2 or 4 interleaved chains), tested
 // against the reference within bounds.
 #include "kernels/cpu/row_dot_x86_tile.h"
 
@@ -122,11 +126,19 @@ struct TileGroups {
 template <int G, int NT>
 void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* const* a, float* const* y, bool first,
                 bool stream) {
-  __m512 acc[NT][G];
+  // Chains per accumulator: a few tokens give too few independent sums to
+  // hide vdpbf16ps's latency (3 groups x 1 token: 3 chains), so pair
+  // positions k alternate between C partial sums, added at the end.
+  constexpr int C = NT == 1 ? 4 : NT <= 4 ? 2 : 1;
+  __m512 acc[C][NT][G];
 #pragma GCC unroll 9
   for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 3
-    for (int g = 0; g < G; ++g) acc[t][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y[t] + tg.y_group * g);
+    for (int g = 0; g < G; ++g) {
+      acc[0][t][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y[t] + tg.y_group * g);
+#pragma GCC unroll 4
+      for (int c = 1; c < C; ++c) acc[c][t][g] = _mm512_setzero_ps();
+    }
   // The tokens' pairs of these blocks, side by side: one base register
   // serves every broadcast (9 token pointers would spill). Unrolled, so it
   // is not made a call to memcpy.
@@ -140,27 +152,37 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* wb = tg.w + kGroupBlock * size_t(b);
 #pragma GCC unroll 2
-    for (int k = 0; k < 16; ++k) {
-      __m512bh wv[G];
+    for (int k0 = 0; k0 < 16; k0 += C) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const int k = k0 + c;
+        __m512bh wv[G];
 #pragma GCC unroll 3
-      for (int g = 0; g < G; ++g) wv[g] = weights_at(wb + tg.group_bytes * size_t(g) + 64 * size_t(k));
-      if (stream)
+        for (int g = 0; g < G; ++g) wv[g] = weights_at(wb + tg.group_bytes * size_t(g) + 64 * size_t(k));
+        if (stream)
 #pragma GCC unroll 3
-        for (int g = 0; g < G; ++g)
-          _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefetch + 64 * size_t(k)),
-                       _MM_HINT_T0);
+          for (int g = 0; g < G; ++g)
+            _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefetch + 64 * size_t(k)),
+                         _MM_HINT_T0);
 #pragma GCC unroll 9
-      for (int t = 0; t < NT; ++t) {
-        const __m512bh x = pair_of(xb[t], 16 * (b - b0) + k);
+        for (int t = 0; t < NT; ++t) {
+          const __m512bh x = pair_of(xb[t], 16 * (b - b0) + k);
 #pragma GCC unroll 3
-        for (int g = 0; g < G; ++g) acc[t][g] = _mm512_dpbf16_ps(acc[t][g], wv[g], x);
+          for (int g = 0; g < G; ++g) acc[c][t][g] = _mm512_dpbf16_ps(acc[c][t][g], wv[g], x);
+        }
       }
     }
   }
 #pragma GCC unroll 9
   for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 3
-    for (int g = 0; g < G; ++g) _mm512_storeu_ps(y[t] + tg.y_group * g, acc[t][g]);
+    for (int g = 0; g < G; ++g) {
+      __m512 v = acc[0][t][g];
+      if constexpr (C == 2) v = _mm512_add_ps(v, acc[1][t][g]);
+      if constexpr (C == 4)
+        v = _mm512_add_ps(_mm512_add_ps(v, acc[1][t][g]), _mm512_add_ps(acc[2][t][g], acc[3][t][g]));
+      _mm512_storeu_ps(y[t] + tg.y_group * g, v);
+    }
 }
 
 // One step: G groups (the first at row r0, the others gstep groups apart),
