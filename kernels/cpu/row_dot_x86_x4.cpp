@@ -177,9 +177,11 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
   for (int g = 0; g < G; ++g)
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      alignas(32) float r[8];
-      _mm256_store_ps(r, acc[g][t]);
-      for (int i = 0; i < 4; ++i) y[size_t(t) * y_row_stride + size_t(row0[g] + i)] = r[2 * i] - r[2 * i + 1];
+      // rows 0..3: sum - min, from lanes (0, 1), (2, 3), (4, 5), (6, 7)
+      const __m128 lo = _mm256_castps256_ps128(acc[g][t]), hi = _mm256_extractf128_ps(acc[g][t], 1);
+      _mm_storeu_ps(y + size_t(t) * y_row_stride + size_t(row0[g]),
+                    _mm_sub_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))));
     }
 }
 
