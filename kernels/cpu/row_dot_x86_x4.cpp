@@ -72,19 +72,20 @@ struct Meta {
 // where four streams with a burst of prefetches per block gave 1.00-1.12x).
 struct Q4KX4 {
   static constexpr int64_t kBlockElems = kQK_K;
-  // Half the others' distance: 4 streams 1 KiB ahead rather than 2 keep its
-  // slower pace of requests flowing (one token, weights from DRAM, variants
-  // alternating in one process: 1.02-1.07x over one matrix, over the layer's
-  // tasks 1.08x for Qwen3-30B-A3B and 1.04x for DeepSeek-V3 shapes; 512 and
-  // 768 bytes no better, Q8_0 no different).
-  static constexpr size_t kAhead = 1024;
+  // Prefetch distance for passes of n tokens. One token: half the others'
+  // distance, 4 streams 1 KiB ahead rather than 2 (weights from DRAM,
+  // variants alternating in one process: 1.02-1.07x over one matrix, over the
+  // layer's tasks 1.08x for Qwen3-30B-A3B and 1.04x for DeepSeek-V3 shapes;
+  // 512 and 768 bytes no better, Q8_0 no different). Two and eight tokens
+  // lose 6-11% at 1 KiB and keep 2.
+  static constexpr size_t ahead(int64_t n) { return n == 1 ? 1024 : kPrefetch; }
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G]);
 };
 struct Q8_0X4 {
   static constexpr int64_t kBlockElems = kQK8_0;
-  static constexpr size_t kAhead = kPrefetch;
+  static constexpr size_t ahead(int64_t) { return kPrefetch; }
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G]);
@@ -95,6 +96,7 @@ template <int G, int T>
 void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                  size_t y_row_stride, const int64_t (&row0)[G]) {
   constexpr int kS = G * T <= 2 ? 2 : 1;  // chains per sum: enough in flight
+  constexpr size_t kAhead = ahead(T);
   const Meta meta;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(char(0xF0));
   __m256 acc[G][T];
@@ -192,6 +194,7 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
 template <int G, int T>
 void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                   size_t y_row_stride, const int64_t (&row0)[G]) {
+  constexpr size_t kAhead = ahead(T);
   const __m512i rows01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i rows23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   __m512 acc[G][2][T];
@@ -285,7 +288,7 @@ template <class K, int G>
 void x4_streams(const RowDotParams& p, int64_t groups) {
   const int64_t q = groups / G;
   for (int k = 0; k < G && q > 0; ++k)
-    for (size_t o = 0; o < K::kAhead; o += 64)
+    for (size_t o = 0; o < K::ahead(p.n_tokens); o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(p.w + size_t(p.row_begin + k * q * kX4Rows) * p.w_row_stride + o),
                    _MM_HINT_T0);
   for (int64_t j = 0; j < q; ++j) {
