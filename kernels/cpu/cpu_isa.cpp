@@ -10,6 +10,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #define TANDEM_X86 1
 #endif
 
@@ -17,9 +21,20 @@ namespace tandem::kernels {
 namespace {
 
 constexpr std::array<std::string_view, kCpuIsaCount> kNames = {"generic", "avx2", "avx512",
-                                                                "avx512bf16"};
+                                                                "avx512bf16", "amx"};
 
 #ifdef TANDEM_X86
+// Linux keeps AMX tile data (8 KiB of state) off until a process asks; a
+// tile instruction before that raises SIGILL.
+bool amx_granted() {
+#if defined(__linux__)
+  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 uint64_t xgetbv0() {
   uint32_t lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -46,7 +61,7 @@ CpuFeatures detect_cpu_features() {
   const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17),
              avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
   const bool vnni = c & (1u << 11), vbmi = c & (1u << 1);
-  const bool amx_tile = d & (1u << 24);
+  const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   __cpuid_count(7, 1, a1, b1, c1, d1);
   const bool bf16 = a1 & (1u << 5);
@@ -55,7 +70,8 @@ CpuFeatures detect_cpu_features() {
   f.avx512_bf16 = f.avx512 && bf16;
   f.avx512_vnni = f.avx512 && vnni;
   f.avx512_vbmi = f.avx512 && vbmi;
-  f.amx_tile = amx_tile && tile_state;
+  f.amx_tile = amx_tile && tile_state && amx_granted();
+  f.amx_bf16 = f.amx_tile && amx_bf16;
 #endif
   return f;
 }
@@ -66,6 +82,7 @@ bool supports(const CpuFeatures& f, CpuIsa isa) {
     case CpuIsa::kAvx2: return f.avx2;
     case CpuIsa::kAvx512: return f.avx512;
     case CpuIsa::kAvx512Bf16: return f.avx512_bf16 && f.avx512_vnni && f.avx512_vbmi;
+    case CpuIsa::kAmx: return supports(f, CpuIsa::kAvx512Bf16) && f.amx_tile && f.amx_bf16;
   }
   return false;
 }
@@ -90,7 +107,7 @@ CpuIsa choose_isa(const CpuFeatures& f, std::optional<std::string_view> forced) 
   if (!isa)
     throw Error(ErrorKind::kInvalidInput,
                 "TANDEM_CPU_ISA=" + std::string(*forced) +
-                    " is not a kernel level (generic, avx2, avx512, avx512bf16)");
+                    " is not a kernel level (generic, avx2, avx512, avx512bf16, amx)");
   if (!supports(f, *isa))
     throw Error(ErrorKind::kUnsupported,
                 "TANDEM_CPU_ISA=" + std::string(*forced) + " asks for a level this CPU lacks (has: " +
@@ -120,6 +137,7 @@ std::string describe(const CpuFeatures& f) {
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx512_vbmi, "avx512_vbmi");
   add(f.amx_tile, "amx_tile");
+  add(f.amx_bf16, "amx_bf16");
   return s.empty() ? "no vector extensions used by Tandem" : s;
 }
 

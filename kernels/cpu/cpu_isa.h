@@ -10,6 +10,9 @@
 //   avx512       AVX-512 F, BW, DQ, VL; OS saves ZMM + opmask   512-bit
 //   avx512bf16   avx512 + AVX512_BF16, _VNNI, _VBMI             vdpbf16ps, vpdpbusd, vpermi2b
 //                (Zen 4 and later, Sapphire Rapids and later)
+//   amx          avx512bf16 + AMX-TILE, AMX-BF16; OS saves     tdpbf16ps for BF16 prefill;
+//                tile data and grants it (arch_prctl)            avx512bf16 for the rest
+//                (Sapphire Rapids and later)
 #pragma once
 
 #include <optional>
@@ -18,8 +21,8 @@
 
 namespace tandem::kernels {
 
-enum class CpuIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
-inline constexpr int kCpuIsaCount = 4;
+enum class CpuIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3, kAmx = 4 };
+inline constexpr int kCpuIsaCount = 5;
 
 struct CpuFeatures {
   bool avx2 = false;        // AVX2 + FMA + F16C, with YMM state enabled by the OS
@@ -27,10 +30,15 @@ struct CpuFeatures {
   bool avx512_bf16 = false;  // AVX512_BF16
   bool avx512_vnni = false;  // AVX512_VNNI
   bool avx512_vbmi = false;  // AVX512_VBMI
-  bool amx_tile = false;     // reported only; no AMX variant is built
+  // AMX-TILE with tile state enabled in XCR0 and this process granted it
+  // (Linux hands tile data only to processes that ask, ARCH_REQ_XCOMP_PERM).
+  bool amx_tile = false;
+  bool amx_bf16 = false;  // AMX-BF16 (tdpbf16ps)
 };
 
-// Reads CPUID and XGETBV. All false on a non-x86 build.
+// Reads CPUID and XGETBV; where the CPU has AMX tiles, asks Linux for this
+// process's permission to use them (once; idempotent, process-wide). All
+// false on a non-x86 build.
 CpuFeatures detect_cpu_features();
 
 // The highest level `f` supports.

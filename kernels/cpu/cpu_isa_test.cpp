@@ -31,6 +31,12 @@ TEST(CpuIsa, LevelsNeedTheirFeatures) {
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);  // Cooper Lake: no VBMI
   f.avx512_vbmi = true;
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
+  f.amx_tile = true;  // tiles without tdpbf16ps (AMX-INT8 only) are not enough
+  EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
+  f.amx_bf16 = true;
+  EXPECT_EQ(best_isa(f), CpuIsa::kAmx);
+  f.avx512_vbmi = false;  // amx runs the avx512bf16 kernels for everything but BF16 prefill
+  EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);
 }
 
 TEST(CpuIsa, ForcingALowerLevelWorksAHigherOneIsRefused) {

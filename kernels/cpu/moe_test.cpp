@@ -337,12 +337,41 @@ TEST(MoeLayer, X4LayoutsGiveTheRowmajorLayerBitForBit) {
     for (int64_t tokens : {1, 3, 9}) {
       const Routing r = make_routing(tokens, 3, 512, 6, uint32_t(40 + tokens));
       const std::vector<float> want = run_layer(L, r, CpuIsa::kGeneric, 1);
-      for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+      for (int level = 0; level < kCpuIsaCount; ++level) {
+        const CpuIsa isa = CpuIsa(level);
         if (!supports(detect_cpu_features(), isa)) continue;
         SCOPED_TRACE(std::string(isa_name(isa)) + ", " + std::to_string(tokens) + " tokens");
         EXPECT_EQ(run_layer(X, r, isa, 2), want);
         EXPECT_EQ(run_layer(L, r, isa, 2), want);
       }
+    }
+  }
+}
+
+// BF16 experts stored as bf16_x16 (the arena's layout for them from
+// avx512bf16 up) agree with the exact layer at every level, with enough
+// tokens per expert for the prefill tiles (amx: chunks of 16 tokens, and
+// gathered gate/up activations staged in steps of fewer columns).
+TEST(MoeLayer, Bf16X16LayerAgreesWithTheExactLayerAtEveryLevel) {
+  const Layer L = make_layer(DType::kBF16, DType::kBF16, 512, 768, 5, 61);
+  Layer X = L;
+  for (size_t e = 0; e < X.gate.size(); ++e) {
+    repack_rows(WeightLayout::kBf16X16, DType::kBF16, X.gate[e].data(), 768, 512);
+    repack_rows(WeightLayout::kBf16X16, DType::kBF16, X.up[e].data(), 768, 512);
+    repack_rows(WeightLayout::kBf16X16, DType::kBF16, X.down[e].data(), 512, 768);
+    X.experts[e] = {X.gate[e].data(), X.up[e].data(), X.down[e].data(), nullptr, nullptr, nullptr};
+  }
+  X.shape.gate_up_layout = X.shape.down_layout = WeightLayout::kBf16X16;
+  for (int64_t tokens : {1, 6, 45}) {
+    const Routing r = make_routing(tokens, 3, 512, 5, uint32_t(60 + tokens));
+    std::vector<double> scale;
+    const std::vector<double> want = exact(L, r, scale);
+    for (int level = 0; level < kCpuIsaCount; ++level) {
+      if (!supports(detect_cpu_features(), CpuIsa(level))) continue;
+      SCOPED_TRACE(std::string(isa_name(CpuIsa(level))) + ", " + std::to_string(tokens) + " tokens");
+      const std::vector<float> y = run_layer(X, r, CpuIsa(level), 2);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_LE(std::fabs(y[i] - want[i]), 4e-3 * scale[i] + 1e-7) << "output " << i;
     }
   }
 }

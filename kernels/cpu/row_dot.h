@@ -105,5 +105,7 @@ namespace generic { RowDotFn find(DType wtype); }
 namespace avx2 { RowDotFn find(DType wtype); }
 namespace avx512 { RowDotFn find(DType wtype); }
 namespace avx512bf16 { RowDotFn find(DType wtype); }
+// BF16 only (bf16_x16 prefill in tiles); the rest is avx512bf16's.
+namespace amx { RowDotFn find(DType wtype); }
 
 }  // namespace tandem::kernels

@@ -168,6 +168,7 @@ void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_strid
 namespace {
 RowDotFn find_at(CpuIsa isa, DType wtype) {
   switch (isa) {
+    case CpuIsa::kAmx: return amx::find(wtype);
     case CpuIsa::kAvx512Bf16: return avx512bf16::find(wtype);
     case CpuIsa::kAvx512: return avx512::find(wtype);
     case CpuIsa::kAvx2: return avx2::find(wtype);
@@ -256,6 +257,7 @@ VecOps vec_ops() { return {swiglu, to_bf16, quantize_q8_0, quantize_q8_k, add_sc
 
 VecOps vec_ops_for(CpuIsa isa) {
   switch (isa) {
+    case CpuIsa::kAmx:  // no vector ops of its own
     case CpuIsa::kAvx512Bf16: return avx512bf16::vec_ops();
     case CpuIsa::kAvx512: return avx512::vec_ops();
     case CpuIsa::kAvx2: return avx2::vec_ops();

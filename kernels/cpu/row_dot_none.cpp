@@ -6,6 +6,7 @@ namespace tandem::kernels {
 namespace avx2 { RowDotFn find(DType) { return nullptr; } }
 namespace avx512 { RowDotFn find(DType) { return nullptr; } }
 namespace avx512bf16 { RowDotFn find(DType) { return nullptr; } }
+namespace amx { RowDotFn find(DType) { return nullptr; } }
 }  // namespace tandem::kernels
 
 #include "kernels/cpu/vec_ops.h"

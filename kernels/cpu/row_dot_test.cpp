@@ -157,6 +157,11 @@ void check_level(CpuIsa isa, RowDotFn (*find)(DType)) {
 TEST(RowDot, Avx2MatchesGeneric) { check_level(CpuIsa::kAvx2, avx2::find); }
 TEST(RowDot, Avx512MatchesGeneric) { check_level(CpuIsa::kAvx512, avx512::find); }
 TEST(RowDot, Avx512Bf16MatchesGeneric) { check_level(CpuIsa::kAvx512Bf16, avx512bf16::find); }
+// amx has only BF16 of its own (bf16_x16 prefill; weight_layout_test): the
+// table row_dot_for gives it, rowmajor BF16 included.
+TEST(RowDot, AmxMatchesGeneric) {
+  check_level(CpuIsa::kAmx, [](DType t) { return row_dot_for(CpuIsa::kAmx, t); });
+}
 
 // A Q4_K dot written out from the blocks' fields: per `n_sub` sub-blocks (32
 // values each) one exact sum of sc_j * isum_j and one of m_j * bsum_j, each
@@ -340,6 +345,8 @@ TEST(RowDot, GenericFp8IsTheScaledExactSum) {
 TEST(RowDot, LowerLevelsServeTypesAVariantLacks) {
   EXPECT_EQ(row_dot_level(CpuIsa::kAvx512Bf16, DType::kQ5_0), CpuIsa::kGeneric);
   EXPECT_EQ(row_dot_level(CpuIsa::kAvx512Bf16, DType::kBF16), CpuIsa::kAvx512Bf16);
+  EXPECT_EQ(row_dot_level(CpuIsa::kAmx, DType::kBF16), CpuIsa::kAmx);
+  EXPECT_EQ(row_dot_level(CpuIsa::kAmx, DType::kQ4_K), CpuIsa::kAvx512Bf16);
   EXPECT_EQ(row_dot_level(CpuIsa::kAvx2, DType::kQ4_K), CpuIsa::kAvx2);
   EXPECT_EQ(row_dot_level(CpuIsa::kGeneric, DType::kQ4_K), CpuIsa::kGeneric);
   EXPECT_THROW(row_dot_for(CpuIsa::kAvx2, DType::kI32), Error);

@@ -172,7 +172,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
         p.y = ref.data();
         row_dot_check(p);
         generic::find(type)(p);
-        for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+        for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
           if (!supports(detect_cpu_features(), isa)) continue;
           for (bool gather : {false, true}) {
             SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
@@ -205,7 +205,10 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
 // token bit for bit (ggml's vec_dot order), several tokens bit for bit
 // below avx512bf16 (the reference reads the layout) and within
 // (cols / 2 + 2) * 2^-24 * sum|w*x| at avx512bf16, whose outer product adds
-// each row's pairs in order (a sum of cols / 2 rounded terms).
+// each row's pairs in order (a sum of cols / 2 rounded terms), and within
+// (cols + 2) * 2^-24 * sum|w*x| at amx, whose tdpbf16ps rounds after each
+// product (Intel's pseudo-code). 17 and 33 tokens: chunks of 16 tokens,
+// and, gathered, steps of fewer columns.
 TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
   std::mt19937 rng(23);
   const DType type = DType::kBF16;
@@ -220,7 +223,7 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
       dequantize_generic(type, w.data(), wd.data(), wd.size());
       const size_t row_bytes = w.size() / size_t(rows), ab = row_dot_activation_bytes(type, cols);
       // 2-4 and 10 (9 + 1), 13 (9 + 4) tokens: passes with split sums
-      for (int64_t tokens : {1, 2, 3, 4, 8, 9, 10, 13, 17}) {
+      for (int64_t tokens : {1, 2, 3, 4, 6, 8, 9, 10, 13, 17, 33}) {
         const std::vector<float> x = random_x(tokens * cols, rng);
         std::vector<uint8_t> a(ab * size_t(tokens));
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
@@ -235,7 +238,7 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
         std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f);
         p.y = ref.data();
         generic::find(type)(p);
-        for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+        for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
           if (!supports(detect_cpu_features(), isa)) continue;
           for (bool gather : {false, true}) {
             SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
@@ -248,7 +251,8 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
             q.y = y.data();
             row_dot_check(q);
             row_dot_for(isa, type)(q);
-            const bool exact = tokens == 1 || isa != CpuIsa::kAvx512Bf16;
+            const bool exact = tokens == 1 || isa < CpuIsa::kAvx512Bf16;
+            const double terms = isa == CpuIsa::kAmx ? double(cols + 2) : double(cols / 2 + 2);
             for (int64_t t = 0; t < tokens; ++t) {
               const int64_t tr = gather ? tokens - 1 - t : t;  // y row t holds token tr
               for (int64_t r = 0; r < rows + 1; ++r) {
@@ -266,7 +270,7 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
                 for (int64_t c = 0; c < cols; ++c)
                   s += std::fabs(double(wd[size_t(r * cols + c)]) * xd[size_t(tr * cols + c)]);
                 const double d = std::fabs(double(got) - want);
-                ASSERT_LE(d, double(cols / 2 + 2) * 0x1p-24 * s) << "row " << r << " token " << t;
+                ASSERT_LE(d, terms * 0x1p-24 * s) << "row " << r << " token " << t;
                 if (s > 0) worst = std::max(worst, d / s);
               }
             }
@@ -275,7 +279,7 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
       }
     }
   }
-  std::printf("  bf16_x16, several tokens: worst |avx512bf16 - generic| / sum|w*x| = %.2e\n", worst);
+  std::printf("  bf16_x16, several tokens: worst |avx512bf16 or amx - generic| / sum|w*x| = %.2e\n", worst);
 }
 
 TEST(WeightLayout, Q4KX4ChecksRefuseWhatItCannotTake) {
