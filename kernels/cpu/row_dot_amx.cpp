@@ -195,24 +195,25 @@ struct Prefill {
     configured = s;
   }
 
+  // Block b0..b1's A tiles: gathered activations copied in tile order
+  // (once per step for every group of the call), or contiguous ones in place.
+  Tokens step_tokens(int64_t b0, int64_t b1) {
+    if (!staged) return {p.a + 64 * size_t(b0), 64, p.a_row_bytes};
+    const int64_t n = b1 - b0, T = p.n_tokens;
+    for (int64_t t = 0; t < T; ++t) {
+      const uint8_t* src = p.a_rows[t] + 64 * size_t(b0);
+      for (int64_t i = 0; i < n; ++i)
+        _mm512_store_si512(stage + 64 * size_t(i * T + t), _mm512_loadu_si512(src + 64 * size_t(i)));
+    }
+    compiler_barrier();
+    return {stage, 64 * size_t(T), 64};
+  }
+
   // Every token over one step of G groups: chunks of 16 tokens, two at a
   // time while two remain (then G <= 2).
   template <int G>
-  void step_groups(const Groups<G>& gs, int64_t b0, int64_t b1) {
-    Tokens a;
+  void step_groups(const Groups<G>& gs, const Tokens& a, int64_t b0, int64_t b1) {
     const int64_t T = p.n_tokens;
-    if (staged) {
-      const int64_t n = b1 - b0;
-      for (int64_t t = 0; t < T; ++t) {
-        const uint8_t* src = p.a_rows[t] + 64 * size_t(b0);
-        for (int64_t i = 0; i < n; ++i)
-          _mm512_store_si512(stage + 64 * size_t(i * T + t), _mm512_loadu_si512(src + 64 * size_t(i)));
-      }
-      compiler_barrier();
-      a = {stage, 64 * size_t(T), 64};
-    } else {
-      a = {p.a + 64 * size_t(b0), 64, p.a_row_bytes};
-    }
     const size_t ys = p.y_row_stride * sizeof(float);
     for (int64_t m0 = 0; m0 < T;) {
       const int64_t left = T - m0;
@@ -230,33 +231,55 @@ struct Prefill {
     }
   }
 
-  // G groups (the first at row r0, the others gstep groups apart) over every step.
+  // G groups: the first at row r0, the others gstep groups apart.
   template <int G>
-  void rows(int64_t r0, int64_t gstep) {
+  Groups<G> groups_at(int64_t r0, int64_t gstep) const {
     Groups<G> gs;
     for (int g = 0; g < G; ++g) {
       const int64_t r = r0 + g * gstep * kGroupRows;
       gs.w[g] = p.w + size_t(r) * p.w_row_stride;
       gs.y[g] = p.y + r;
     }
-    for (int64_t b0 = 0; b0 < nb; b0 += step) step_groups<G>(gs, b0, std::min(nb, b0 + step));
+    return gs;
+  }
+
+  // Tiles of G groups from the G parts of the range (far-apart streams, as
+  // the avx512bf16 prefill takes thirds), then the groups left over; f(gs)
+  // for each.
+  template <int G, class F>
+  void each_tile(F&& f) const {
+    const int64_t groups = (p.row_end - p.row_begin) / kGroupRows, q = groups / G;
+    for (int64_t j = 0; j < q; ++j) f(groups_at<G>(p.row_begin + j * kGroupRows, q));
+    const int64_t r0 = p.row_begin + G * q * kGroupRows;
+    switch (groups - G * q) {
+      case 2: f(groups_at<2>(r0, 1)); break;
+      case 1: f(groups_at<1>(r0, 1)); break;
+      default: break;
+    }
+  }
+
+  // Contiguous activations: each tile over every step, so each group's
+  // weights stream from start to end. Gathered ones: each step over every
+  // tile, so the step's copy serves them all (copied per tile, it moved as
+  // many bytes as a tile's weights at 16 tokens and more).
+  template <int G>
+  void run() {
+    if (!staged) {
+      each_tile<G>([&](const auto& gs) {
+        for (int64_t b0 = 0; b0 < nb; b0 += step) {
+          const int64_t b1 = std::min(nb, b0 + step);
+          step_groups(gs, step_tokens(b0, b1), b0, b1);
+        }
+      });
+      return;
+    }
+    for (int64_t b0 = 0; b0 < nb; b0 += step) {
+      const int64_t b1 = std::min(nb, b0 + step);
+      const Tokens a = step_tokens(b0, b1);
+      each_tile<G>([&](const auto& gs) { step_groups(gs, a, b0, b1); });
+    }
   }
 };
-
-// Tiles of G groups from the G parts of the range (far-apart streams, as the
-// avx512bf16 prefill takes thirds), then the groups left over.
-template <int G>
-void prefill_rows(Prefill& pf) {
-  const RowDotParams& p = pf.p;
-  const int64_t groups = (p.row_end - p.row_begin) / kGroupRows, q = groups / G;
-  for (int64_t j = 0; j < q; ++j) pf.template rows<G>(p.row_begin + j * kGroupRows, q);
-  const int64_t r0 = p.row_begin + G * q * kGroupRows;
-  switch (groups - G * q) {
-    case 2: pf.template rows<2>(r0, 1); break;
-    case 1: pf.template rows<1>(r0, 1); break;
-    default: break;
-  }
-}
 
 void bf16_rows(const RowDotParams& p) {
   if (p.layout != WeightLayout::kBf16X16 || p.n_tokens < kMinTokens) return avx512bf16::find(DType::kBF16)(p);
@@ -267,9 +290,9 @@ void bf16_rows(const RowDotParams& p) {
   Prefill pf{p, p.cols / kCols, step, staged, stage};
   // Three groups per tile for one chunk of tokens, two for two chunks.
   if (p.n_tokens <= kMaxM)
-    prefill_rows<3>(pf);
+    pf.run<3>();
   else
-    prefill_rows<2>(pf);
+    pf.run<2>();
   _tile_release();
 }
 
