@@ -1,5 +1,6 @@
-// The amx level (cpu_isa.h): BF16 weights stored as bf16_x16 against two or
-// more tokens through AMX tiles; everything else is the avx512bf16 level's.
+// The amx level (cpu_isa.h): BF16 weights stored as bf16_x16 against 6 or
+// more tokens through AMX tiles (here), FP8 rows the same way
+// (row_dot_amx_fp8.cpp); everything else is the avx512bf16 level's.
 //
 // A bf16_x16 group block (32 columns of 16 rows, 1 KiB) is, line for line,
 // what tdpbf16ps takes as its B tile: row i holds column pair i of the 16
@@ -7,22 +8,22 @@
 // and C is the M x 16 floats y[t][r0..r0+15], whose rows lie in y as they
 // are (y_row_stride apart). So a step of 32 columns is one tile load of
 // weights and one tdpbf16ps per group, with no repacking; the weights are
-// read once for up to 16 tokens, and more tokens re-read a step's weights
-// from L1/L2.
+// read once for up to 32 tokens (two A tiles against each B), and more
+// tokens re-read a step's weights from L1/L2.
 //
 // Why: at 8 tokens a weight byte carries 8 flops, and the avx512bf16 outer
 // product (row_dot_x86_x16.cpp) spends its issue slots on vdpbf16ps while
 // it streams; here the arithmetic of 1 KiB is one instruction, so the core
 // spends its time on the loads and prefetches that keep DRAM busy.
-// Sums: each output lane adds its pairs' products in column order, 16 pairs
-// per instruction (the hardware's rounding within those), tested against
-// the reference within the avx512bf16 outer product's bound.
+// Sums: each output lane adds its pairs' products in column order, rounding
+// after each product (Intel's pseudo-code for tdpbf16ps), tested against the
+// reference within (cols + 2) * 2^-24 * sum|w*x|.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/row_dot.h"
+#include "kernels/cpu/row_dot_amx.h"
 
 namespace tandem::kernels::amx {
 
@@ -32,36 +33,16 @@ namespace {
 constexpr int kGroupRows = kX16Rows;                     // 16 rows: one C tile's columns
 constexpr size_t kBlock = kBf16X16GroupBlock;            // one B tile
 constexpr int64_t kCols = int64_t(kBlock / (2 * kX16Rows));  // 32 columns per block
-constexpr int kMaxM = 16;                                // tokens per A tile
 // One step's activations for every token, [block][token][64 bytes], when
 // they come gathered (a_rows): 32 KiB stays in L1 beside the weights.
 constexpr size_t kStageBytes = 32 * 1024;
 constexpr int64_t kMaxStepBlocks = 32;  // 1024 columns
 // Prefetch distance in the weight streams (bytes ahead of the tile load).
 constexpr size_t kAhead = 4096;
-// Fewer tokens take the avx512bf16 kernels. Both stream the weights there,
-// and the tiles read them a little slower (one process, two threads, weights
-// from DRAM, variants alternating, DeepSeek-V3's 2048 x 7168 gathered and
-// 7168 x 2048: 0.89-0.97x at 2 tokens, 0.93-0.96x at 4, 0.99-1.03x at 5,
-// 1.29-1.43x at 6, 1.5-1.7x at 8).
-constexpr int64_t kMinTokens = 6;
 
 // Tile registers, one token chunk (MC = 1): C of group g is tmm g, A tmm4,
 // B tmm5..7. Two chunks (MC = 2, G <= 2): C of chunk c, group g is
 // tmm(2c + g), A of chunk c tmm(4 + c), B of group g tmm(6 + g).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// GCC 12's intrinsics tell the compiler that ldtilecfg reads 8 bytes of the
-// config and that tileloadd reads no memory at all, so a config built just
-// before, or activations staged just before, could be left unwritten: the
-// config goes in whole here, and a compiler barrier follows the staging.
-inline void load_config(const TileConfig& c) { __asm__ volatile("ldtilecfg %0" : : "m"(c)); }
-inline void compiler_barrier() { __asm__ volatile("" : : : "memory"); }
 
 // A chunk pair's shape: m[c] tokens in chunk c (m[1] = 0: one chunk).
 struct Shape {
@@ -71,10 +52,7 @@ struct Shape {
 
 void configure(const Shape& s) {
   TileConfig c;
-  auto set = [&c](int t, int rows) {
-    c.rows[t] = uint8_t(rows);
-    c.colsb[t] = 64;
-  };
+  auto set = [&c](int t, int rows) { c.set(t, rows, 64); };
   if (s.m[1] == 0) {
     for (int t = 0; t < 5; ++t) set(t, s.m[0]);
     for (int t = 5; t < 8; ++t) set(t, 16);
@@ -115,7 +93,7 @@ inline void prefetch_block(const uint8_t* p) {
     if (first)                     \
       _tile_zero(t);               \
     else                           \
-      _tile_loadd(t, y, y_stride); \
+      TANDEM_TILE_LOAD(t, y, y_stride); \
   } while (0)
 
 // C (+)= A x B over blocks [b0, b1) for the tokens from m0 (one chunk, or
@@ -149,25 +127,25 @@ void tiles(const Groups<G>& gs, const Tokens& a, int64_t b0, int64_t b1, int64_t
       for (int g = 0; g < G; ++g) prefetch_block(gs.w[g] + wo);
     const uint8_t* at = ab + a.block_stride * size_t(b - b0);
     if constexpr (MC == 1) {
-      _tile_loadd(4, at, a.token_stride);
-      _tile_loadd(5, gs.w[0] + wo, 64);
+      TANDEM_TILE_LOAD(4, at, a.token_stride);
+      TANDEM_TILE_LOAD(5, gs.w[0] + wo, 64);
       _tile_dpbf16ps(0, 4, 5);
       if constexpr (G > 1) {
-        _tile_loadd(6, gs.w[1] + wo, 64);
+        TANDEM_TILE_LOAD(6, gs.w[1] + wo, 64);
         _tile_dpbf16ps(1, 4, 6);
       }
       if constexpr (G > 2) {
-        _tile_loadd(7, gs.w[2] + wo, 64);
+        TANDEM_TILE_LOAD(7, gs.w[2] + wo, 64);
         _tile_dpbf16ps(2, 4, 7);
       }
     } else {
-      _tile_loadd(4, at, a.token_stride);
-      _tile_loadd(5, at + a1, a.token_stride);
-      _tile_loadd(6, gs.w[0] + wo, 64);
+      TANDEM_TILE_LOAD(4, at, a.token_stride);
+      TANDEM_TILE_LOAD(5, at + a1, a.token_stride);
+      TANDEM_TILE_LOAD(6, gs.w[0] + wo, 64);
       _tile_dpbf16ps(0, 4, 6);
       _tile_dpbf16ps(2, 5, 6);
       if constexpr (G > 1) {
-        _tile_loadd(7, gs.w[1] + wo, 64);
+        TANDEM_TILE_LOAD(7, gs.w[1] + wo, 64);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(3, 5, 7);
       }
@@ -205,7 +183,6 @@ struct Prefill {
       for (int64_t i = 0; i < n; ++i)
         _mm512_store_si512(stage + 64 * size_t(i * T + t), _mm512_loadu_si512(src + 64 * size_t(i)));
     }
-    compiler_barrier();
     return {stage, 64 * size_t(T), 64};
   }
 
@@ -300,7 +277,13 @@ void bf16_rows(const RowDotParams& p) {
 
 }  // namespace
 
-RowDotFn find(DType wtype) { return wtype == DType::kBF16 ? bf16_rows : nullptr; }
+RowDotFn find(DType wtype) {
+  switch (wtype) {
+    case DType::kBF16: return bf16_rows;
+    case DType::kF8E4M3: return fp8_rows;
+    default: return nullptr;
+  }
+}
 
 #else
 RowDotFn find(DType) { return nullptr; }

@@ -163,6 +163,53 @@ TEST(RowDot, AmxMatchesGeneric) {
   check_level(CpuIsa::kAmx, [](DType t) { return row_dot_for(CpuIsa::kAmx, t); });
 }
 
+// FP8 with 6 or more tokens: the amx level's tiles (rows in 16s from a
+// multiple of 16, whole 128-column scale blocks; anything else goes to
+// avx512bf16's kernel) against the generic level, within
+// (128 + 2) * 2^-24 * sum|w*x|: each scale block's dot rounds after every
+// product (tdpbf16ps) before it is scaled. Every level is held to it.
+TEST(RowDot, Fp8PrefillAgreesWithGenericAtEveryLevel) {
+  std::mt19937 rng(77);
+  double worst = 0;
+  for (int64_t cols : {128, 640, 1024}) {
+    for (int64_t rows : {16, 150, 300}) {
+      for (int64_t tokens : {6, 9, 16, 17, 35}) {
+        const Problem p = make_problem(DType::kF8E4M3, rows, cols, tokens, rng);
+        // whole tiles; a tile and 6 ragged rows; a start off the tiles
+        for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {16, rows - 6}, {5, rows}}) {
+          if (r1 <= r0) continue;
+          std::vector<float> y_ref;
+          const RowDotParams pr = params(p, y_ref, r0, r1);
+          generic::find(DType::kF8E4M3)(pr);
+          for (int level = 1; level < kCpuIsaCount; ++level) {
+            const CpuIsa isa = CpuIsa(level);
+            if (!supports(detect_cpu_features(), isa)) continue;
+            SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) + ", " +
+                         std::to_string(tokens) + " tokens, rows [" + std::to_string(r0) + ", " +
+                         std::to_string(r1) + ")");
+            std::vector<float> y;
+            const RowDotParams pf = params(p, y, r0, r1);
+            row_dot_check(pf);
+            row_dot_for(isa, DType::kF8E4M3)(pf);
+            for (int64_t t = 0; t < tokens; ++t)
+              for (int64_t r = 0; r < rows + 2; ++r) {
+                const size_t i = size_t(t) * pf.y_row_stride + size_t(r);
+                if (r < r0 || r >= r1) {
+                  ASSERT_EQ(y[i], -7.0f) << "wrote outside its rows: row " << r;
+                  continue;
+                }
+                const double sa = abs_dot(p, r, t), d = std::fabs(double(y[i]) - y_ref[i]);
+                ASSERT_LE(d, 130 * 0x1p-24 * sa) << "row " << r << " token " << t;
+                if (sa > 0) worst = std::max(worst, d / sa);
+              }
+          }
+        }
+      }
+    }
+  }
+  std::printf("  f8_e4m3, 6 to 35 tokens: worst |fast - generic| / sum|w*x| = %.2e\n", worst);
+}
+
 // A Q4_K dot written out from the blocks' fields: per `n_sub` sub-blocks (32
 // values each) one exact sum of sc_j * isum_j and one of m_j * bsum_j, each
 // added to its own f32 sum with one fma; the two subtracted at the end.

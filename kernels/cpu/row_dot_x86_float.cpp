@@ -1,6 +1,7 @@
 // The float row dots of one level (see row_dot_x86_tile.h): F32, BF16 and
 // FP8 E4M3 with 128x128 block scales, widened to f32 lanes, or through
 // vdpbf16ps at the avx512bf16 level.
+#include "kernels/cpu/fp8_tables.h"
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
@@ -289,35 +290,8 @@ void bf16_rows(const RowDotParams& p) {
 // back into the high byte. Interleaving low and high bytes (vpunpck*bw)
 // yields the bf16 values of columns [0-7, 16-23, 32-39, 48-55] and
 // [8-15, ...] of each 64, so the activations are permuted (vpermt2w) the
-// same way, once per token for all R rows. 8 instructions per 64 weights
-// where the arithmetic conversion took 18.
-struct Fp8Tables {
-  alignas(64) uint8_t hi[128], lo[128];
-  constexpr Fp8Tables() : hi(), lo() {
-    for (int v = 0; v < 128; ++v) {
-      const int e = v >> 3, m = v & 7;
-      int bits = 0;
-      if (v == 127) {
-        bits = 0x7FC0;  // NaN
-      } else if (e > 0) {
-        bits = ((e + 120) << 7) | (m << 4);
-      } else if (m > 0) {  // m * 2^-9, normal in bf16
-        const int k = m >= 4 ? 2 : m >= 2 ? 1 : 0;
-        bits = ((118 + k) << 7) | ((m - (1 << k)) << (7 - k));
-      }
-      hi[v] = uint8_t(bits >> 8);
-      lo[v] = uint8_t(bits & 0xFF);
-    }
-  }
-};
-alignas(64) constexpr Fp8Tables kFp8Tables{};
-alignas(64) constexpr int16_t kFp8OrderA[32] = {0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18,
-                                                19, 20, 21, 22, 23, 32, 33, 34, 35, 36, 37,
-                                                38, 39, 48, 49, 50, 51, 52, 53, 54, 55};
-alignas(64) constexpr int16_t kFp8OrderB[32] = {8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26,
-                                                27, 28, 29, 30, 31, 40, 41, 42, 43, 44, 45,
-                                                46, 47, 56, 57, 58, 59, 60, 61, 62, 63};
-
+// same way, once per token for all R rows (fp8_tables.h). 8 instructions
+// per 64 weights where the arithmetic conversion took 18.
 template <int R, int T>
 void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
               __m512 (&acc)[R][T], const Ahead& ah) {

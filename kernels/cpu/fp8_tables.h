@@ -1,0 +1,43 @@
+// FP8 E4M3 -> bf16 through two 128-entry byte tables (vpermi2b), shared by
+// the FP8 kernels of every level that has VBMI (row_dot_x86_float.cpp) and
+// the amx level's (row_dot_amx_fp8.cpp). Plain constants, no intrinsics.
+//
+// hi/lo: the high and the low byte of each magnitude's bf16 (subnormals,
+// m * 2^-9, are normal in bf16; 0x7F is NaN); the sign goes back into the
+// high byte. Interleaving low and high bytes (vpunpck*bw) yields the bf16
+// values of columns [0-7, 16-23, 32-39, 48-55] (kFp8OrderA) and [8-15, ...]
+// (kFp8OrderB) of each 64, the order the activations are permuted into.
+#pragma once
+
+#include <cstdint>
+
+namespace tandem::kernels {
+
+struct Fp8Tables {
+  alignas(64) uint8_t hi[128], lo[128];
+  constexpr Fp8Tables() : hi(), lo() {
+    for (int v = 0; v < 128; ++v) {
+      const int e = v >> 3, m = v & 7;
+      int bits = 0;
+      if (v == 127) {
+        bits = 0x7FC0;  // NaN
+      } else if (e > 0) {
+        bits = ((e + 120) << 7) | (m << 4);
+      } else if (m > 0) {  // m * 2^-9, normal in bf16
+        const int k = m >= 4 ? 2 : m >= 2 ? 1 : 0;
+        bits = ((118 + k) << 7) | ((m - (1 << k)) << (7 - k));
+      }
+      hi[v] = uint8_t(bits >> 8);
+      lo[v] = uint8_t(bits & 0xFF);
+    }
+  }
+};
+alignas(64) inline constexpr Fp8Tables kFp8Tables{};
+alignas(64) inline constexpr int16_t kFp8OrderA[32] = {0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18,
+                                                19, 20, 21, 22, 23, 32, 33, 34, 35, 36, 37,
+                                                38, 39, 48, 49, 50, 51, 52, 53, 54, 55};
+alignas(64) inline constexpr int16_t kFp8OrderB[32] = {8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26,
+                                                27, 28, 29, 30, 31, 40, 41, 42, 43, 44, 45,
+                                                46, 47, 56, 57, 58, 59, 60, 61, 62, 63};
+
+}  // namespace tandem::kernels
