@@ -10,7 +10,7 @@
 
 namespace tandem::kernels::amx {
 
-// Fewer tokens take the avx512bf16 kernels. Both stream the weights there,
+// BF16 (bf16_x16): fewer tokens take the avx512bf16 kernels. Both stream the weights there,
 // and the tiles read them a little slower (BF16: one process, two threads,
 // weights from DRAM, variants alternating, DeepSeek-V3's 2048 x 7168
 // gathered and 7168 x 2048: 0.89-0.97x at 2 tokens, 0.93-0.96x at 4,
@@ -46,7 +46,7 @@ inline void load_config(const TileConfig& c) { __asm__ volatile("ldtilecfg %0" :
                    : "memory")
 
 namespace tandem::kernels::amx {
-// FP8 E4M3 rows with 128 x 128 block scales, 6 or more tokens, through
+// FP8 E4M3 rows with 128 x 128 block scales, 2 or more tokens, through
 // tiles; the rest through avx512bf16's kernel (row_dot_amx_fp8.cpp).
 void fp8_rows(const RowDotParams& p);
 }  // namespace tandem::kernels::amx
