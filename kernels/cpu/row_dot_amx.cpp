@@ -21,7 +21,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/row_dot_amx.h"
 
@@ -88,11 +87,11 @@ inline void prefetch_block(const uint8_t* p) {
 
 // Tile t of C: zeroed on the first step, else loaded from y. A macro: GCC's
 // tile intrinsics take the register number as a literal.
-#define TANDEM_AMX_C_BEGIN(t, y)   \
-  do {                             \
-    if (first)                     \
-      _tile_zero(t);               \
-    else                           \
+#define TANDEM_AMX_C_BEGIN(t, y)      \
+  do {                                \
+    if (first)                        \
+      _tile_zero(t);                  \
+    else                              \
       TANDEM_TILE_LOAD(t, y, y_stride); \
   } while (0)
 
@@ -106,10 +105,10 @@ void tiles(const Groups<G>& gs, const Tokens& a, int64_t b0, int64_t b1, int64_t
   static_assert(MC == 1 ? G <= 3 : G <= 2, "8 tile registers");
   const size_t yrow = y_stride / sizeof(float);
   float* y0[G];
-  float* y1[G];
+  float* y1[G] = {};  // the second chunk's rows (MC = 2)
   for (int g = 0; g < G; ++g) {
     y0[g] = gs.y[g] + size_t(m0) * yrow;
-    y1[g] = y0[g] + size_t(kMaxM) * yrow;
+    if constexpr (MC == 2) y1[g] = y0[g] + size_t(kMaxM) * yrow;
   }
   TANDEM_AMX_C_BEGIN(0, y0[0]);
   if constexpr (G > 1) TANDEM_AMX_C_BEGIN(1, y0[1]);
