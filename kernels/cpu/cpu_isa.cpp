@@ -10,7 +10,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-#if defined(__linux__)
+#if defined(__linux__) && defined(__x86_64__)
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -27,7 +27,7 @@ constexpr std::array<std::string_view, kCpuIsaCount> kNames = {"generic", "avx2"
 // Linux keeps AMX tile data (8 KiB of state) off until a process asks; a
 // tile instruction before that raises SIGILL.
 bool amx_granted() {
-#if defined(__linux__)
+#if defined(__linux__) && defined(__x86_64__)  // AMX is 64-bit only
   constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 #else
