@@ -1,6 +1,8 @@
 // FP8 E4M3 -> bf16 through two 128-entry byte tables (vpermi2b), shared by
 // the FP8 kernels of every level that has VBMI (row_dot_x86_float.cpp) and
-// the amx level's (row_dot_amx_fp8.cpp). Plain constants, no intrinsics.
+// the amx level's (row_dot_amx_fp8.cpp), and the widening step itself for
+// translation units compiled with VBMI (internal linkage: each level's copy
+// keeps its own flags).
 //
 // hi/lo: the high and the low byte of each magnitude's bf16 (subnormals,
 // m * 2^-9, are normal in bf16; 0x7F is NaN); the sign goes back into the
@@ -8,6 +10,8 @@
 // values of columns [0-7, 16-23, 32-39, 48-55] (kFp8OrderA) and [8-15, ...]
 // (kFp8OrderB) of each 64, the order the activations are permuted into.
 #pragma once
+
+#include <immintrin.h>
 
 #include <cstdint>
 
@@ -39,5 +43,26 @@ alignas(64) inline constexpr int16_t kFp8OrderA[32] = {0,  1,  2,  3,  4,  5,  6
 alignas(64) inline constexpr int16_t kFp8OrderB[32] = {8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26,
                                                 27, 28, 29, 30, 31, 40, 41, 42, 43, 44, 45,
                                                 46, 47, 56, 57, 58, 59, 60, 61, 62, 63};
+
+
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+namespace {
+// The tables in registers; widen() turns 64 FP8 weights into their bf16
+// values in kFp8OrderA's and kFp8OrderB's column order.
+struct Fp8Widener {
+  __m512i hi0 = _mm512_load_si512(kFp8Tables.hi), hi1 = _mm512_load_si512(kFp8Tables.hi + 64);
+  __m512i lo0 = _mm512_load_si512(kFp8Tables.lo), lo1 = _mm512_load_si512(kFp8Tables.lo + 64);
+  __m512i sign = _mm512_set1_epi8(char(0x80));
+
+  void widen(__m512i q, __m512i& order_a, __m512i& order_b) const {
+    __m512i h = _mm512_permutex2var_epi8(hi0, q, hi1);
+    const __m512i l = _mm512_permutex2var_epi8(lo0, q, lo1);
+    h = _mm512_ternarylogic_epi32(h, q, sign, 0xF8);  // h | (q & 0x80)
+    order_a = _mm512_unpacklo_epi8(l, h);
+    order_b = _mm512_unpackhi_epi8(l, h);
+  }
+};
+}  // namespace
+#endif
 
 }  // namespace tandem::kernels

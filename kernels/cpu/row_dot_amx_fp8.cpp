@@ -86,9 +86,7 @@ struct Fp8Amx {
   // Rows r0..r0+15, columns [c0, c1): sums (16 vectors, lane t) += each
   // scale block's dot times its scale. next: the rows the next tile reads.
   void tile(int64_t r0, int64_t c0, int64_t c1, float (&acc)[kMaxM][16], const uint8_t* const (&next)[kMaxM]) {
-    const __m512i hi0 = _mm512_load_si512(kFp8Tables.hi), hi1 = _mm512_load_si512(kFp8Tables.hi + 64);
-    const __m512i lo0 = _mm512_load_si512(kFp8Tables.lo), lo1 = _mm512_load_si512(kFp8Tables.lo + 64);
-    const __m512i sign = _mm512_set1_epi8(char(0x80));
+    const Fp8Widener fp8;
     const uint8_t* w = p.w + size_t(r0) * p.w_row_stride;
     const float* scales = p.scales + size_t(r0 / kScaleBlock) * p.scale_row_stride;
     __m512 s[kMaxM];
@@ -101,12 +99,10 @@ struct Fp8Amx {
         for (int i = 0; i < kMaxM; ++i) {
           const uint8_t* row = w + size_t(i) * p.w_row_stride + size_t(c);
           if (next[i]) _mm_prefetch(reinterpret_cast<const char*>(next[i] + c), _MM_HINT_T0);
-          const __m512i q = _mm512_loadu_si512(row);
-          __m512i h = _mm512_permutex2var_epi8(hi0, q, hi1);
-          const __m512i l = _mm512_permutex2var_epi8(lo0, q, lo1);
-          h = _mm512_ternarylogic_epi32(h, q, sign, 0xF8);  // h | (q & 0x80)
-          _mm512_store_si512(wide[i], _mm512_unpacklo_epi8(l, h));
-          _mm512_store_si512(wide[i] + 64, _mm512_unpackhi_epi8(l, h));
+          __m512i wa, wb;
+          fp8.widen(_mm512_loadu_si512(row), wa, wb);
+          _mm512_store_si512(wide[i], wa);
+          _mm512_store_si512(wide[i] + 64, wb);
         }
         const auto& b = stage[(c - c0) / 64];
         TANDEM_TILE_LOAD(1, wide[0], 128);

@@ -111,6 +111,27 @@ double abs_dot(const Problem& p, int64_t r, int64_t t) {
   return s;
 }
 
+// y (from pf) against y_ref: rows outside [row_begin, row_end) untouched,
+// the others finite and within rel_bound * sum|w*x| of y_ref; worst: the
+// largest |y - y_ref| / sum|w*x| seen.
+::testing::AssertionResult agrees(const Problem& p, const RowDotParams& pf, const std::vector<float>& y,
+                                  const std::vector<float>& y_ref, double rel_bound, double& worst) {
+  for (int64_t t = 0; t < p.tokens; ++t)
+    for (int64_t r = 0; r < p.rows + 2; ++r) {
+      const size_t i = size_t(t) * pf.y_row_stride + size_t(r);
+      if (r < pf.row_begin || r >= pf.row_end) {
+        if (y[i] != -7.0f) return ::testing::AssertionFailure() << "wrote outside its rows: row " << r;
+        continue;
+      }
+      const double s = abs_dot(p, r, t), d = std::fabs(double(y[i]) - y_ref[i]);
+      if (!std::isfinite(y[i]) || d > rel_bound * s + 1e-30)
+        return ::testing::AssertionFailure() << "row " << r << " token " << t << ": " << y[i] << " vs " << y_ref[i]
+                                             << " (bound " << rel_bound * s << ")";
+      if (s > 0) worst = std::max(worst, d / s);
+    }
+  return ::testing::AssertionSuccess();
+}
+
 void check_level(CpuIsa isa, RowDotFn (*find)(DType)) {
   if (!supports(detect_cpu_features(), isa))
     GTEST_SKIP() << "this cpu cannot run " << isa_name(isa) << " (" << describe(detect_cpu_features())
@@ -132,20 +153,8 @@ void check_level(CpuIsa isa, RowDotFn (*find)(DType)) {
           row_dot_check(pf);
           fast(pf);
           ref(pr);
-          for (int64_t t = 0; t < tokens; ++t)
-            for (int64_t r = 0; r < rows + 2; ++r) {
-              const size_t i = size_t(t) * pf.y_row_stride + size_t(r);
-              if (r < r0 || r >= r1) {
-                ASSERT_EQ(y_fast[i], -7.0f) << "wrote outside its rows: row " << r;
-                continue;
-              }
-              const double s = abs_dot(p, r, t), d = std::fabs(double(y_fast[i]) - y_ref[i]);
-              ASSERT_TRUE(std::isfinite(y_fast[i]));
-              ASSERT_LE(d, tc.rel_bound * s + 1e-30)
-                  << "row " << r << " token " << t << " of " << rows << "x" << cols << ", "
-                  << tokens << " tokens: " << y_fast[i] << " vs " << y_ref[i];
-              if (s > 0) worst = std::max(worst, d / s);
-            }
+          ASSERT_TRUE(agrees(p, pf, y_fast, y_ref, tc.rel_bound, worst))
+              << rows << "x" << cols << ", " << tokens << " tokens";
         }
       }
     }
@@ -191,17 +200,7 @@ TEST(RowDot, Fp8PrefillAgreesWithGenericAtEveryLevel) {
             const RowDotParams pf = params(p, y, r0, r1);
             row_dot_check(pf);
             row_dot_for(isa, DType::kF8E4M3)(pf);
-            for (int64_t t = 0; t < tokens; ++t)
-              for (int64_t r = 0; r < rows + 2; ++r) {
-                const size_t i = size_t(t) * pf.y_row_stride + size_t(r);
-                if (r < r0 || r >= r1) {
-                  ASSERT_EQ(y[i], -7.0f) << "wrote outside its rows: row " << r;
-                  continue;
-                }
-                const double sa = abs_dot(p, r, t), d = std::fabs(double(y[i]) - y_ref[i]);
-                ASSERT_LE(d, 130 * 0x1p-24 * sa) << "row " << r << " token " << t;
-                if (sa > 0) worst = std::max(worst, d / sa);
-              }
+            ASSERT_TRUE(agrees(p, pf, y, y_ref, 130 * 0x1p-24, worst));
           }
         }
       }

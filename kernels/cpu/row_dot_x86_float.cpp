@@ -285,20 +285,16 @@ void bf16_rows(const RowDotParams& p) {
 }
 
 #if defined(__AVX512VBMI__)
-// FP8 -> bf16 through two 128-entry byte tables (vpermi2b): the high and the
-// low byte of every magnitude's bf16, subnormals included; the sign is put
-// back into the high byte. Interleaving low and high bytes (vpunpck*bw)
-// yields the bf16 values of columns [0-7, 16-23, 32-39, 48-55] and
-// [8-15, ...] of each 64, so the activations are permuted (vpermt2w) the
-// same way, once per token for all R rows (fp8_tables.h). 8 instructions
-// per 64 weights where the arithmetic conversion took 18.
+// FP8 -> bf16 through two 128-entry byte tables (fp8_tables.h's
+// Fp8Widener, subnormals included), which yields each 64 columns' bf16
+// values in two permuted halves; the activations are permuted (vpermt2w)
+// the same way, once per token for all R rows. 8 instructions per 64
+// weights where the arithmetic conversion took 18.
 template <int R, int T>
 void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1,
               __m512 (&acc)[R][T], const Ahead& ah) {
-  const __m512i hi0 = _mm512_load_si512(kFp8Tables.hi), hi1 = _mm512_load_si512(kFp8Tables.hi + 64);
-  const __m512i lo0 = _mm512_load_si512(kFp8Tables.lo), lo1 = _mm512_load_si512(kFp8Tables.lo + 64);
+  const Fp8Widener fp8;
   const __m512i order_a = _mm512_load_si512(kFp8OrderA), order_b = _mm512_load_si512(kFp8OrderB);
-  const __m512i sign = _mm512_set1_epi8(char(0x80));
   auto step = [&](const uint8_t* const* wp, const uint8_t* const* ap) {
     __m512i xa[T], xb[T];
 #pragma GCC unroll 8
@@ -309,15 +305,12 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
     }
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      const __m512i q = _mm512_loadu_si512(wp[i]);
-      __m512i h = _mm512_permutex2var_epi8(hi0, q, hi1);
-      const __m512i l = _mm512_permutex2var_epi8(lo0, q, lo1);
-      h = _mm512_ternarylogic_epi32(h, q, sign, 0xF8);  // h | (q & 0x80)
-      const __m512bh wa = (__m512bh)_mm512_unpacklo_epi8(l, h), wb = (__m512bh)_mm512_unpackhi_epi8(l, h);
+      __m512i wa, wb;
+      fp8.widen(_mm512_loadu_si512(wp[i]), wa, wb);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wa, (__m512bh)xa[t]);
-        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wb, (__m512bh)xb[t]);
+        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], (__m512bh)wa, (__m512bh)xa[t]);
+        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], (__m512bh)wb, (__m512bh)xb[t]);
       }
     }
   };
@@ -352,10 +345,8 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
 // 25-28 GB/s of FP8 with the weights in cache, below its share of DRAM.
 template <int R>
 void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* x) {
-  const __m512i hi0 = _mm512_load_si512(kFp8Tables.hi), hi1 = _mm512_load_si512(kFp8Tables.hi + 64);
-  const __m512i lo0 = _mm512_load_si512(kFp8Tables.lo), lo1 = _mm512_load_si512(kFp8Tables.lo + 64);
+  const Fp8Widener fp8;
   const __m512i order_a = _mm512_load_si512(kFp8OrderA), order_b = _mm512_load_si512(kFp8OrderB);
-  const __m512i sign = _mm512_set1_epi8(char(0x80));
   const uint8_t* w[R];
   const float* sc[R];
   __m512 sum[R];
@@ -377,12 +368,10 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
       for (int i = 0; i < R; ++i) {
         // past a row's end: the next row of the quarter, where rows are contiguous
         _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kPrefetch), _MM_HINT_T0);
-        const __m512i q = _mm512_loadu_si512(w[i] + c);
-        __m512i h = _mm512_permutex2var_epi8(hi0, q, hi1);
-        const __m512i l = _mm512_permutex2var_epi8(lo0, q, lo1);
-        h = _mm512_ternarylogic_epi32(h, q, sign, 0xF8);  // h | (q & 0x80)
-        blk[i] = _mm512_dpbf16_ps(blk[i], (__m512bh)_mm512_unpacklo_epi8(l, h), (__m512bh)xa);
-        blk[i] = _mm512_dpbf16_ps(blk[i], (__m512bh)_mm512_unpackhi_epi8(l, h), (__m512bh)xb);
+        __m512i wa, wb;
+        fp8.widen(_mm512_loadu_si512(w[i] + c), wa, wb);
+        blk[i] = _mm512_dpbf16_ps(blk[i], (__m512bh)wa, (__m512bh)xa);
+        blk[i] = _mm512_dpbf16_ps(blk[i], (__m512bh)wb, (__m512bh)xb);
       }
     }
 #pragma GCC unroll 4
