@@ -28,9 +28,11 @@ inline __m512i broadcast16(const uint8_t* p) {
 // The high nibbles stay in place (x16): vpdpbusd sums in int32, and the
 // factor is shifted out once per super-block.
 constexpr bool kHighTimes16 = true;
+constexpr bool kVnni = true;
 inline __m512i dot4(__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); }
 #else
 constexpr bool kHighTimes16 = false;  // vpmaddubsw would saturate
+constexpr bool kVnni = false;
 inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
   return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
 }
@@ -188,15 +190,19 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
 }
 
 // Q8_0 (q8_0_x4): a 64-byte load holds two rows' blocks (one per 256-bit
-// half), so vpdpbusd of |w| against the activations with w's sign gives
-// ggml's 8 int32 lanes for two rows at once, and each half gets the fma of
-// its own row's d_w * d_x: the rowmajor tile's lanes and order exactly.
+// half), stored as w + 128, so one vpdpbusd against the activations, its
+// lanes starting from -128 * the lane's activation sum, gives ggml's 8
+// exact int32 lanes of w * x for two rows at once, and each half gets the
+// fma of its own row's d_w * d_x: the rowmajor tile's lanes and order
+// exactly. Without VNNI (vpmaddubsw would saturate on w + 128) the signed
+// values come back with one xor and take |w| against x with w's sign.
 template <int G, int T>
 void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                   size_t y_row_stride, const int64_t (&row0)[G]) {
   constexpr size_t kAhead = ahead(T);
   const __m512i rows01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i rows23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
   __m512 acc[G][2][T];
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g)
@@ -204,12 +210,15 @@ void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T]
     for (int t = 0; t < T; ++t) acc[g][0][t] = acc[g][1][t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const size_t woff = size_t(b) * kQ8_0X4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_0);
-    __m512i x[T];
+    __m512i x[T], bias[T];
     __m128 dx[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       x[t] = _mm512_broadcast_i64x4(load256(act[t] + aoff + 2));
       dx[t] = _mm_set1_ps(half(act[t] + aoff));
+      // -128 * (the lane's 4 activations' sum): what the stored +128 adds
+      if constexpr (kVnni)
+        bias[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, x[t]));
     }
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
@@ -222,13 +231,17 @@ void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T]
       const __m512i w[2] = {_mm512_loadu_si512(gb + 8), _mm512_loadu_si512(gb + 72)};
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        const __m512i wabs = _mm512_abs_epi8(w[h]);
-        const __mmask64 neg = _mm512_movepi8_mask(w[h]);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(dw, dx[t]));
-          const __m512i xs = _mm512_mask_sub_epi8(x[t], neg, _mm512_setzero_si512(), x[t]);
-          const __m512i d = dot4(_mm512_setzero_si512(), wabs, xs);
+          __m512i d;
+          if constexpr (kVnni) {
+            d = _mm512_dpbusd_epi32(bias[t], w[h], x[t]);
+          } else {
+            const __m512i ws = _mm512_xor_si512(w[h], flip);  // the signed values
+            const __m512i xs = _mm512_mask_sub_epi8(x[t], _mm512_movepi8_mask(ws), _mm512_setzero_si512(), x[t]);
+            d = dot4(_mm512_setzero_si512(), _mm512_abs_epi8(ws), xs);
+          }
           acc[g][h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(h ? rows23 : rows01, sc),
                                          acc[g][h][t]);
         }

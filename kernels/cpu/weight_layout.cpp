@@ -75,7 +75,7 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
   for (int r = 0; r < 4; ++r) {
     if (l == WeightLayout::kQ8_0X4) {
       std::memcpy(g + 2 * r, rows[r], 2);
-      std::memcpy(g + 8 + 32 * r, rows[r] + 2, 32);
+      for (int k = 0; k < 32; ++k) g[8 + 32 * r + k] = uint8_t(rows[r][2 + k] ^ 0x80);  // w + 128
       continue;
     }
     std::memcpy(g + 16 * r, rows[r] + offsetof(BlockQ4_K, scales), kKScaleBytes);
@@ -94,7 +94,7 @@ void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) 
   for (int r = 0; r < 4; ++r) {
     if (l == WeightLayout::kQ8_0X4) {
       std::memcpy(rows[r], g + 2 * r, 2);
-      std::memcpy(rows[r] + 2, g + 8 + 32 * r, 32);
+      for (int k = 0; k < 32; ++k) rows[r][2 + k] = uint8_t(g[8 + 32 * r + k] ^ 0x80);
       continue;
     }
     std::memcpy(rows[r] + offsetof(BlockQ4_K, scales), g + 16 * r, kKScaleBytes);

@@ -16,7 +16,8 @@
 //
 // "q8_0_x4" (Q8_0, rows a multiple of 4): a group's block b (136 bytes) is
 //   d[4]:    the 4 rows' fp16 scales;
-//   qs[128]: row r's 32 values at 8 + 32r,
+//   qs[128]: row r's 32 values at 8 + 32r, each as the unsigned byte
+//            w + 128 (vpdpbusd multiplies unsigned by signed bytes),
 // so one 64-byte load holds two rows' blocks and one load the 4 scales. The
 // activations are plain Q8_0.
 //
