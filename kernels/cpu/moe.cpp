@@ -65,10 +65,10 @@ void size_tasks(const MoeShape& s, double task_bytes, Layout& l) {
                                           info(row_dot_activation_type(s.down_type)).block_elems);
   const double gu_row = double(*bytes_for(s.gate_up_type, uint64_t(s.hidden)));
   const double d_row = double(*bytes_for(s.down_type, uint64_t(s.ffn)));
-  // Tasks take whole tiles of the repacked layouts (pairs of x4 groups,
-  // triples of bf16_x16 groups).
-  const int64_t a_step = std::lcm<int64_t>(block, layout_tile_rows(s.gate_up_layout));
-  const int64_t b_step = std::lcm<int64_t>(4, layout_tile_rows(s.down_layout));
+  // Tasks take whole tiles (pairs of x4 groups, triples of bf16_x16 groups,
+  // FP8's 16-row amx tiles).
+  const int64_t a_step = std::lcm<int64_t>(block, task_rows(s.gate_up_layout, s.gate_up_type));
+  const int64_t b_step = std::lcm<int64_t>(4, task_rows(s.down_layout, s.down_type));
   l.chunk_a = round_up(std::max<int64_t>(16, int64_t(task_bytes / (2 * gu_row))), a_step);
   l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, a_step));
   l.chunk_b = round_up(std::max<int64_t>(16, int64_t(task_bytes / d_row)), b_step);

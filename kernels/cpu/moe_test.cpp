@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -374,6 +375,68 @@ TEST(MoeLayer, Bf16X16LayerAgreesWithTheExactLayerAtEveryLevel) {
         ASSERT_LE(std::fabs(y[i] - want[i]), 4e-3 * scale[i] + 1e-7) << "output " << i;
     }
   }
+}
+
+// The layer as one call per expert matrix, over all its rows and every
+// token routed to it, with `isa`'s kernels and vector ops (the layer's
+// conversions and weighted-sum order).
+std::vector<float> whole_matrix_calls(const Layer& L, const Routing& r, CpuIsa isa) {
+  const MoeShape& s = L.shape;
+  const int64_t H = s.hidden, F = s.ffn;
+  const MoeKernels k = moe_kernels(isa, s);
+  const size_t xa_row = row_dot_activation_bytes(s.gate_up_type, H), ha_row = row_dot_activation_bytes(s.down_type, F);
+  std::vector<uint8_t> xa(xa_row * size_t(r.n_tokens));
+  convert_row_dot_activations(s.gate_up_type, r.x.data(), size_t(H), r.n_tokens, H, xa.data(), xa_row, isa);
+  std::vector<float> yd(r.ids.size() * size_t(H));  // per slot t * top_k + k
+  for (int32_t e = 0; e < int32_t(s.n_experts); ++e) {
+    std::vector<size_t> slots;
+    std::vector<const uint8_t*> a_rows;
+    for (size_t i = 0; i < r.ids.size(); ++i)
+      if (r.ids[i] == e) slots.push_back(i), a_rows.push_back(xa.data() + i / size_t(r.top_k) * xa_row);
+    const int64_t m = int64_t(slots.size());
+    if (m == 0) continue;
+    std::vector<float> g(size_t(m * F)), u(g.size()), d(size_t(m * H));
+    std::vector<uint8_t> ha(ha_row * size_t(m));
+    auto call = [&](RowDotFn fn, const uint8_t* w, size_t stride, const float* sc, size_t ss, int64_t rows,
+                    int64_t cols, float* y) {
+      RowDotParams p;
+      p.wtype = rows == F ? s.gate_up_type : s.down_type;
+      p.w = w, p.w_row_stride = stride, p.rows = rows, p.cols = cols, p.scales = sc, p.scale_row_stride = ss;
+      if (rows == F)
+        p.a_rows = a_rows.data();
+      else
+        p.a = ha.data(), p.a_row_bytes = ha_row;
+      p.n_tokens = m, p.y = y, p.y_row_stride = size_t(rows), p.row_end = rows;
+      fn(p);
+    };
+    const MoeExpert& x = L.experts[size_t(e)];
+    call(k.gate_up, x.gate, s.gate_up_row_stride, x.gate_scales, s.gate_up_scale_stride, F, H, g.data());
+    call(k.gate_up, x.up, s.gate_up_row_stride, x.up_scales, s.gate_up_scale_stride, F, H, u.data());
+    for (int64_t t = 0; t < m; ++t) k.ops.swiglu(g.data() + t * F, u.data() + t * F, F);
+    convert_row_dot_activations(s.down_type, g.data(), size_t(F), m, F, ha.data(), ha_row, isa);
+    call(k.down, x.down, s.down_row_stride, x.down_scales, s.down_scale_stride, H, F, d.data());
+    for (int64_t j = 0; j < m; ++j) std::copy_n(d.data() + j * H, H, yd.data() + slots[size_t(j)] * size_t(H));
+  }
+  std::vector<float> y(size_t(r.n_tokens * H), 0.0f);
+  for (int64_t t = 0; t < r.n_tokens; ++t)
+    for (int k2 = 0; k2 < r.top_k; ++k2) {
+      const size_t i = size_t(t * r.top_k + k2);
+      if (r.ids[i] >= 0) k.ops.add_scaled(y.data() + t * H, yd.data() + i * size_t(H), r.weights[i], H);
+    }
+  return y;
+}
+
+// FP8 prefill at the amx level: the layer's tasks start at multiples of the
+// 16-row tiles (task_rows), so every row goes through the tiles as in one
+// call over the whole matrix, and the floats are the same. A task starting
+// elsewhere would send its rows to avx512bf16's kernel, which rounds
+// otherwise. Shapes whose tasks (1-4 MiB) are no multiple of 16 rows.
+TEST(MoeLayer, Fp8TasksTakeTheAmxTilesAsWholeMatrices) {
+  if (!supports(detect_cpu_features(), CpuIsa::kAmx)) GTEST_SKIP() << "this cpu has no amx level";
+  const Layer L = make_layer(DType::kF8E4M3, DType::kF8E4M3, 1536, 768, 4, 71);
+  const Routing r = make_routing(12, 3, 1536, 4, 72);
+  EXPECT_EQ(run_layer(L, r, CpuIsa::kAmx, 2), whole_matrix_calls(L, r, CpuIsa::kAmx));
+  EXPECT_EQ(run_layer(L, r, CpuIsa::kAvx512Bf16, 2), whole_matrix_calls(L, r, CpuIsa::kAvx512Bf16));
 }
 
 TEST(MoeLayer, LayoutsTheTypesCannotTakeAreRefused) {

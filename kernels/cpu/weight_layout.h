@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <string_view>
 
@@ -86,6 +87,12 @@ inline int layout_group_rows(WeightLayout l) { return layout_blocks(l).rows; }
 inline constexpr int kX16TileGroups = 3;
 inline int layout_tile_rows(WeightLayout l) {
   return (l == WeightLayout::kBf16X16 ? kX16TileGroups : 2) * layout_group_rows(l);
+}
+// The rows a task of a `type` matrix stored as `l` should be a multiple of:
+// the layout's tile rows, and for FP8 the amx level's 16-row tiles, which
+// take only ranges that start at a multiple of 16 (row_dot_amx_fp8.cpp).
+inline int task_rows(WeightLayout l, DType type) {
+  return std::lcm(layout_tile_rows(l), type == DType::kF8E4M3 ? 16 : 1);
 }
 
 // One group's block to and from its rows' plain blocks (layout_blocks(l).rows
