@@ -31,7 +31,7 @@
 // same instruction as the rowmajor kernels', and the one-token kernel keeps
 // ggml's vec_dot lanes (per row, pair k of every 64 values in lane k % 32).
 //
-// Same bytes, same products: the x4 layouts and one-token bf16_x16 give the
+// Same values, same products: the x4 layouts and one-token bf16_x16 give the
 // rowmajor results bit for bit.
 #pragma once
 
