@@ -60,7 +60,7 @@ CpuFeatures detect_cpu_features() {
   __cpuid_count(7, 0, a, b, c, d);
   const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17),
              avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
-  const bool vnni = c & (1u << 11), vbmi = c & (1u << 1);
+  const bool vnni = c & (1u << 11), vbmi = c & (1u << 1), gfni = c & (1u << 8);
   const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   __cpuid_count(7, 1, a1, b1, c1, d1);
@@ -70,6 +70,7 @@ CpuFeatures detect_cpu_features() {
   f.avx512_bf16 = f.avx512 && bf16;
   f.avx512_vnni = f.avx512 && vnni;
   f.avx512_vbmi = f.avx512 && vbmi;
+  f.gfni = f.avx512 && gfni;
   f.amx_tile = amx_tile && tile_state && amx_granted();
   f.amx_bf16 = f.amx_tile && amx_bf16;
 #endif
@@ -81,7 +82,7 @@ bool supports(const CpuFeatures& f, CpuIsa isa) {
     case CpuIsa::kGeneric: return true;
     case CpuIsa::kAvx2: return f.avx2;
     case CpuIsa::kAvx512: return f.avx512;
-    case CpuIsa::kAvx512Bf16: return f.avx512_bf16 && f.avx512_vnni && f.avx512_vbmi;
+    case CpuIsa::kAvx512Bf16: return f.avx512_bf16 && f.avx512_vnni && f.avx512_vbmi && f.gfni;
     case CpuIsa::kAmx: return supports(f, CpuIsa::kAvx512Bf16) && f.amx_tile && f.amx_bf16;
   }
   return false;
@@ -136,6 +137,7 @@ std::string describe(const CpuFeatures& f) {
   add(f.avx512_bf16, "avx512_bf16");
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx512_vbmi, "avx512_vbmi");
+  add(f.gfni, "gfni");
   add(f.amx_tile, "amx_tile");
   add(f.amx_bf16, "amx_bf16");
   return s.empty() ? "no vector extensions used by Tandem" : s;

@@ -8,7 +8,8 @@
 //   generic      nothing                                       the reference
 //   avx2         AVX2, FMA, F16C; OS saves YMM                  256-bit
 //   avx512       AVX-512 F, BW, DQ, VL; OS saves ZMM + opmask   512-bit
-//   avx512bf16   avx512 + AVX512_BF16, _VNNI, _VBMI             vdpbf16ps, vpdpbusd, vpermi2b
+//   avx512bf16   avx512 + AVX512_BF16, _VNNI, _VBMI, GFNI       vdpbf16ps, vpdpbusd, vpermi2b,
+//                                                              vgf2p8affineqb
 //                (Zen 4 and later, Sapphire Rapids and later)
 //   amx          avx512bf16 + AMX-TILE, AMX-BF16; OS saves     tdpbf16ps for BF16 prefill;
 //                tile data and grants it (arch_prctl)            avx512bf16 for the rest
@@ -30,6 +31,7 @@ struct CpuFeatures {
   bool avx512_bf16 = false;  // AVX512_BF16
   bool avx512_vnni = false;  // AVX512_VNNI
   bool avx512_vbmi = false;  // AVX512_VBMI
+  bool gfni = false;         // GFNI (its 512-bit forms with avx512)
   // AMX-TILE with tile state enabled in XCR0 and this process granted it
   // (Linux hands tile data only to processes that ask, ARCH_REQ_XCOMP_PERM).
   bool amx_tile = false;

@@ -30,6 +30,8 @@ TEST(CpuIsa, LevelsNeedTheirFeatures) {
   f.avx512_vnni = true;
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);  // Cooper Lake: no VBMI
   f.avx512_vbmi = true;
+  EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);  // the FP8 one-token kernel widens with GFNI
+  f.gfni = true;
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
   f.amx_tile = true;  // tiles without tdpbf16ps (AMX-INT8 only) are not enough
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);

@@ -65,4 +65,36 @@ struct Fp8Widener {
 }  // namespace
 #endif
 
+#if defined(__GFNI__) && defined(__AVX512BW__)
+namespace {
+// The one-token kernel's widening, half of the tables' instructions: two
+// GF(2) affine byte maps (vgf2p8affineqb) place an FP8 byte's sign, exponent
+// and mantissa bits into its bf16's high and low byte, with the exponent's
+// top bit set, i.e. the value times 2^8 (exponent field 128 + e), for every
+// normal FP8; the caller scales by 2^-8 with the block scale. The 18 other
+// bytes, +-0 and the 14 subnormals (exponent field 0, which the map would
+// give a leading 1) and the NaNs 0x7F/0xFF, it cannot map; special(q)
+// gives exactly those bytes a value below kFp8SpecialBelow (a bijective map
+// of the 7 magnitude bits that sends 0..7 and 127 to 0..8), so a running
+// vpminub finds a block that needs the tables.
+inline constexpr uint64_t kFp8GfHi = 0x1020400000000080;   // s e3 e2 e1 -> bits 7, 2, 1, 0
+inline constexpr uint64_t kFp8GfLo = 0x0000000001020408;   // e0 m2 m1 m0 -> bits 7..4
+inline constexpr uint64_t kFp8GfSpecial = 0x4142444050604800;
+inline constexpr int kFp8SpecialBelow = 9;
+struct Fp8BitWidener {
+  __m512i hi = _mm512_set1_epi64(int64_t(kFp8GfHi)), lo = _mm512_set1_epi64(int64_t(kFp8GfLo));
+  __m512i special_map = _mm512_set1_epi64(int64_t(kFp8GfSpecial));
+
+  // Fp8Widener's column order, values times 2^8.
+  void widen(__m512i q, __m512i& order_a, __m512i& order_b) const {
+    const __m512i h = _mm512_gf2p8affine_epi64_epi8(q, hi, 0x40);
+    const __m512i l = _mm512_gf2p8affine_epi64_epi8(q, lo, 0);
+    order_a = _mm512_unpacklo_epi8(l, h);
+    order_b = _mm512_unpackhi_epi8(l, h);
+  }
+  __m512i special(__m512i q) const { return _mm512_gf2p8affine_epi64_epi8(q, special_map, 0); }
+};
+}  // namespace
+#endif
+
 }  // namespace tandem::kernels

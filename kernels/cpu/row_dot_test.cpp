@@ -375,6 +375,40 @@ TEST(RowDot, Fp8OneTokenSumsAsTheTiles) {
   }
 }
 
+// The one-token loop widens with bit maps that cannot take +-0, the
+// subnormals and NaN; a block holding one goes through the tables. Every
+// such byte, in blocks of the 4-row groups and of the remainder row: the
+// same floats as the tiles, and NaN for NaN at every level (the generic
+// kernel's; the fp16 route of avx2 and avx512 once made it finite).
+TEST(RowDot, Fp8OneTokenTakesEveryByteTheBitMapsCannot) {
+  std::mt19937 rng(82);
+  std::vector<uint8_t> special = {0x00, 0x80, 0x7F, 0xFF};
+  for (uint8_t m = 1; m < 8; ++m) special.push_back(m), special.push_back(uint8_t(0x80 | m));
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+    if (!supports(detect_cpu_features(), isa)) continue;
+    for (size_t k = 0; k < special.size(); ++k) {
+      SCOPED_TRACE(std::string(isa_name(isa)) + " byte " + std::to_string(special[k]));
+      Problem p = make_problem(DType::kF8E4M3, 9, 384, 2, rng);
+      std::copy(p.a.begin(), p.a.begin() + std::ptrdiff_t(p.a_stride), p.a.begin() + std::ptrdiff_t(p.a_stride));
+      const int64_t row = int64_t(k % 9), col = 128 * int64_t(1 + k % 2) + int64_t(k * 37 % 128);
+      p.w[size_t(row) * p.w_stride + size_t(col)] = special[k];
+      std::vector<float> y_two, y_one;
+      row_dot_for(isa, DType::kF8E4M3)(params(p, y_two, 0, 9));
+      RowDotParams po = params(p, y_one, 0, 9);
+      po.n_tokens = 1;
+      row_dot_for(isa, DType::kF8E4M3)(po);
+      for (int64_t r = 0; r < 9; ++r) {
+        const float one = y_one[size_t(r)], two = y_two[size_t(r)];
+        if ((special[k] & 0x7F) == 0x7F && r == row) {
+          EXPECT_TRUE(std::isnan(one) && std::isnan(two)) << "row " << r << ": " << one << " " << two;
+        } else {
+          EXPECT_EQ(one, two) << "row " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(RowDot, GenericFp8IsTheScaledExactSum) {
   // One row, 256 columns: two scale blocks; every product is exact, so the
   // generic result equals a double-precision sum to f32 rounding.

@@ -51,8 +51,11 @@ inline VF load_bf16(const uint8_t* p) {
 // exponent bias is 8 more) convert exactly, subnormals included.
 inline VF load_fp8_scaled(const uint8_t* p) {
   const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7F)), 7),
-                                    _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
+  const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7F));
+  __m256i h = _mm256_or_si256(_mm256_slli_epi16(mag, 7),
+                              _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
+  // 0x7F/0xFF (NaN) would land on a finite fp16: give it the all-ones exponent
+  h = _mm256_or_si256(h, _mm256_and_si256(_mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7F)), _mm256_set1_epi16(0x7C00)));
   return _mm512_cvtph_ps(h);
 }
 #else
@@ -74,8 +77,9 @@ inline VF load_bf16(const uint8_t* p) {
 }
 inline VF load_fp8_scaled(const uint8_t* p) {
   const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7F)), 7),
-                                 _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+  const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7F));
+  __m128i h = _mm_or_si128(_mm_slli_epi16(mag, 7), _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+  h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F)), _mm_set1_epi16(0x7C00)));  // NaN
   return _mm256_cvtph_ps(h);
 }
 #endif
