@@ -61,7 +61,7 @@ CpuFeatures detect_cpu_features() {
   const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17),
              avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
   const bool vnni = c & (1u << 11), vbmi = c & (1u << 1), gfni = c & (1u << 8);
-  const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
+  const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24), amx_int8 = d & (1u << 25);
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   __cpuid_count(7, 1, a1, b1, c1, d1);
   const bool bf16 = a1 & (1u << 5);
@@ -73,6 +73,7 @@ CpuFeatures detect_cpu_features() {
   f.gfni = f.avx512 && gfni;
   f.amx_tile = amx_tile && tile_state && amx_granted();
   f.amx_bf16 = f.amx_tile && amx_bf16;
+  f.amx_int8 = f.amx_tile && amx_int8;
 #endif
   return f;
 }
@@ -83,7 +84,7 @@ bool supports(const CpuFeatures& f, CpuIsa isa) {
     case CpuIsa::kAvx2: return f.avx2;
     case CpuIsa::kAvx512: return f.avx512;
     case CpuIsa::kAvx512Bf16: return f.avx512_bf16 && f.avx512_vnni && f.avx512_vbmi && f.gfni;
-    case CpuIsa::kAmx: return supports(f, CpuIsa::kAvx512Bf16) && f.amx_tile && f.amx_bf16;
+    case CpuIsa::kAmx: return supports(f, CpuIsa::kAvx512Bf16) && f.amx_tile && f.amx_bf16 && f.amx_int8;
   }
   return false;
 }
@@ -140,6 +141,7 @@ std::string describe(const CpuFeatures& f) {
   add(f.gfni, "gfni");
   add(f.amx_tile, "amx_tile");
   add(f.amx_bf16, "amx_bf16");
+  add(f.amx_int8, "amx_int8");
   return s.empty() ? "no vector extensions used by Tandem" : s;
 }
 

@@ -11,8 +11,9 @@
 //   avx512bf16   avx512 + AVX512_BF16, _VNNI, _VBMI, GFNI       vdpbf16ps, vpdpbusd, vpermi2b,
 //                                                              vgf2p8affineqb
 //                (Zen 4 and later, Sapphire Rapids and later)
-//   amx          avx512bf16 + AMX-TILE, AMX-BF16; OS saves     tdpbf16ps for BF16 prefill;
-//                tile data and grants it (arch_prctl)            avx512bf16 for the rest
+//   amx          avx512bf16 + AMX-TILE, -BF16, -INT8; OS       tdpbf16ps for BF16 and FP8
+//                saves tile data and grants it (arch_prctl)    prefill, tdpbssd for Q8_0's;
+//                                                              avx512bf16 for the rest
 //                (Sapphire Rapids and later)
 #pragma once
 
@@ -36,6 +37,7 @@ struct CpuFeatures {
   // (Linux hands tile data only to processes that ask, ARCH_REQ_XCOMP_PERM).
   bool amx_tile = false;
   bool amx_bf16 = false;  // AMX-BF16 (tdpbf16ps)
+  bool amx_int8 = false;  // AMX-INT8 (tdpbssd and kin)
 };
 
 // Reads CPUID and XGETBV; where the CPU has AMX tiles, asks Linux for this

@@ -33,9 +33,13 @@ TEST(CpuIsa, LevelsNeedTheirFeatures) {
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);  // the FP8 one-token kernel widens with GFNI
   f.gfni = true;
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
-  f.amx_tile = true;  // tiles without tdpbf16ps (AMX-INT8 only) are not enough
+  f.amx_tile = true;  // tiles without tdpbf16ps are not enough
+  f.amx_int8 = true;
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
   f.amx_bf16 = true;
+  f.amx_int8 = false;  // nor without tdpbssd (Q8_0 prefill)
+  EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
+  f.amx_int8 = true;
   EXPECT_EQ(best_isa(f), CpuIsa::kAmx);
   f.avx512_vbmi = false;  // amx runs the avx512bf16 kernels for everything but BF16 prefill
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);

@@ -105,7 +105,7 @@ namespace generic { RowDotFn find(DType wtype); }
 namespace avx2 { RowDotFn find(DType wtype); }
 namespace avx512 { RowDotFn find(DType wtype); }
 namespace avx512bf16 { RowDotFn find(DType wtype); }
-// BF16 only (bf16_x16 prefill in tiles); the rest is avx512bf16's.
+// BF16, FP8 and Q8_0 (q8_0_x4) prefill in tiles; the rest is avx512bf16's.
 namespace amx { RowDotFn find(DType wtype); }
 
 }  // namespace tandem::kernels

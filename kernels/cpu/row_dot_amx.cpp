@@ -280,6 +280,7 @@ RowDotFn find(DType wtype) {
   switch (wtype) {
     case DType::kBF16: return bf16_rows;
     case DType::kF8E4M3: return fp8_rows;
+    case DType::kQ8_0: return q8_0_rows;
     default: return nullptr;
   }
 }

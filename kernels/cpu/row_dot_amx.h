@@ -49,4 +49,8 @@ namespace tandem::kernels::amx {
 // FP8 E4M3 rows with 128 x 128 block scales, 2 or more tokens, through
 // tiles; the rest through avx512bf16's kernel (row_dot_amx_fp8.cpp).
 void fp8_rows(const RowDotParams& p);
+// Q8_0 stored as q8_0_x4 against kMinTokensQ8 or more tokens, through tiles;
+// the rest through avx512bf16's kernel (row_dot_amx_q8.cpp).
+inline constexpr int64_t kMinTokensQ8 = 4;
+void q8_0_rows(const RowDotParams& p);
 }  // namespace tandem::kernels::amx

@@ -148,23 +148,44 @@ TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
   EXPECT_EQ(ap, a);
 }
 
-// Every level over the x4 layouts against the generic level over rowmajor.
+// Every level over the x4 layouts against the generic level over rowmajor:
+// bit for bit, but for Q8_0 at the amx level, whose tiles (4 or more tokens,
+// rows in 16s) add each block's exact integer dot with one fma where the
+// others add 8 lanes' (row_dot_amx_q8.cpp): within 2 * (blocks + 2) * 2^-24
+// * sum|w*x|. Q8_0 also takes 292 rows (a chunk of 16 tiles, one more tile
+// and rows left over), 96 and 2336 columns (3 and 73 blocks: one step and a
+// half batch, two steps) and 16, 17 and 20 tokens (passes of 16 and 1 or 4).
 TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   std::mt19937 rng(17);
+  double worst = 0;
   for (DType type : {DType::kQ4_K, DType::kQ8_0}) {
+  const bool q8 = type == DType::kQ8_0;
   const WeightLayout layout = repacked_layout(type);
-  for (int64_t cols : {256, 768, 2048}) {
-    for (int64_t rows : {4, 8, 12, 36}) {
+  std::vector<int64_t> col_list = {256, 768, 2048}, row_list = {4, 8, 12, 36},
+                       token_list = {1, 2, 3, 4, 5, 7, 9};
+  if (q8) {
+    col_list.insert(col_list.end(), {96, 2336});
+    row_list.push_back(292);
+    token_list.insert(token_list.end(), {16, 17, 20});
+  }
+  for (int64_t cols : col_list) {
+    for (int64_t rows : row_list) {
       const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
       std::vector<uint8_t> x4 = w;
       repack_rows(layout, type, x4.data(), rows, cols);
+      std::vector<float> wd(size_t(rows * cols));
+      dequantize_generic(type, w.data(), wd.data(), wd.size());
       const size_t row_bytes = w.size() / size_t(rows), ab = row_dot_activation_bytes(type, cols);
-      for (int64_t tokens : {1, 2, 3, 4, 5, 7, 9}) {
+      for (int64_t tokens : token_list) {
         const std::vector<float> x = random_x(tokens * cols, rng);
         std::vector<uint8_t> a(ab * size_t(tokens)), ap(a.size());
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, ap.data(), ab,
                                     CpuIsa::kAvx512Bf16, layout);
+        std::vector<float> xd(size_t(tokens * cols));
+        const DType act = row_dot_activation_type(type);
+        for (int64_t t = 0; t < tokens; ++t)
+          dequantize_generic(act, a.data() + size_t(t) * ab, xd.data() + t * cols, size_t(cols));
         const std::vector<const uint8_t*> gathered = reversed_rows(ap, ab, tokens);
         const int64_t r0 = rows > 8 ? 4 : 0, r1 = rows > 8 ? rows - 4 : rows;
         RowDotParams p = rowmajor_params(type, w.data(), row_bytes, rows, cols, a.data(), ab, tokens, r0, r1);
@@ -174,6 +195,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
         generic::find(type)(p);
         for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
           if (!supports(detect_cpu_features(), isa)) continue;
+          const bool exact = !(q8 && isa == CpuIsa::kAmx);
           for (bool gather : {false, true}) {
             SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
                          ", " + std::to_string(tokens) + " tokens" + (gather ? ", gathered" : ""));
@@ -189,8 +211,22 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
             for (int64_t t = 0; t < tokens; ++t) {
               const int64_t tr = gather ? tokens - 1 - t : t;  // y row t holds token tr
               for (int64_t r = 0; r < rows + 1; ++r) {
-                const float want = (r < r0 || r >= r1) ? -7.0f : ref[size_t(tr) * p.y_row_stride + size_t(r)];
-                ASSERT_EQ(y[size_t(t) * p.y_row_stride + size_t(r)], want) << "row " << r << " token " << t;
+                const float got = y[size_t(t) * p.y_row_stride + size_t(r)];
+                if (r < r0 || r >= r1) {
+                  ASSERT_EQ(got, -7.0f) << "wrote outside its rows: row " << r << " token " << t;
+                  continue;
+                }
+                const float want = ref[size_t(tr) * p.y_row_stride + size_t(r)];
+                if (exact) {
+                  ASSERT_EQ(got, want) << "row " << r << " token " << t;
+                  continue;
+                }
+                double s = 0;
+                for (int64_t c = 0; c < cols; ++c)
+                  s += std::fabs(double(wd[size_t(r * cols + c)]) * xd[size_t(tr * cols + c)]);
+                const double d = std::fabs(double(got) - want);
+                ASSERT_LE(d, 2.0 * double(cols / kQK8_0 + 2) * 0x1p-24 * s) << "row " << r << " token " << t;
+                if (s > 0) worst = std::max(worst, d / s);
               }
             }
           }
@@ -199,6 +235,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
     }
   }
   }
+  std::printf("  q8_0_x4 at amx: worst |amx - generic| / sum|w*x| = %.2e\n", worst);
 }
 
 // bf16_x16 at every level against the generic level over rowmajor: one
