@@ -319,7 +319,7 @@ namespace {
 // layouts for them where the CPU has AVX-512) give the rowmajor layer bit
 // for bit, at every level and thread count; Q4_K with down in Q4_K too or
 // in Q6_K as Q4_K_M files keep it. Q8_0 at the amx level: within the exact
-// layer's bound (its tiles round otherwise).
+// layer's bound (one fma per block, where ggml adds 8 lanes').
 TEST(MoeLayer, X4LayoutsGiveTheRowmajorLayerBitForBit) {
   const std::pair<DType, DType> types[] = {
       {DType::kQ4_K, DType::kQ4_K}, {DType::kQ4_K, DType::kQ6_K}, {DType::kQ8_0, DType::kQ8_0}};
@@ -345,8 +345,8 @@ TEST(MoeLayer, X4LayoutsGiveTheRowmajorLayerBitForBit) {
         SCOPED_TRACE(std::string(isa_name(isa)) + ", " + std::to_string(tokens) + " tokens");
         EXPECT_EQ(run_layer(L, r, isa, 2), want);
         if (gu == DType::kQ8_0 && isa == CpuIsa::kAmx) {
-          // its tiles (an expert with 4 or more tokens) round otherwise
-          // (row_dot_amx_q8.cpp): the exact layer's bound, as every level's
+          // its tiles and x4 kernel round otherwise (row_dot_amx_q8.cpp):
+          // the exact layer's bound, as every level's
           std::vector<double> scale;
           const std::vector<double> ex = exact(L, r, scale);
           const std::vector<float> y = run_layer(X, r, isa, 2);

@@ -50,7 +50,11 @@ namespace tandem::kernels::amx {
 // tiles; the rest through avx512bf16's kernel (row_dot_amx_fp8.cpp).
 void fp8_rows(const RowDotParams& p);
 // Q8_0 stored as q8_0_x4 against kMinTokensQ8 or more tokens, through tiles;
-// the rest through avx512bf16's kernel (row_dot_amx_q8.cpp).
+// the rest through avx512bf16's q8_0_x4_block_rows, which sums as the tiles
+// do (row_dot_amx_q8.cpp); rowmajor Q8_0 through avx512bf16's kernel.
 inline constexpr int64_t kMinTokensQ8 = 4;
 void q8_0_rows(const RowDotParams& p);
+}  // namespace tandem::kernels::amx
+namespace tandem::kernels::avx512bf16 {
+void q8_0_x4_block_rows(const RowDotParams& p);  // row_dot_x86_x4.cpp
 }  // namespace tandem::kernels::amx

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -150,11 +151,12 @@ TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
 
 // Every level over the x4 layouts against the generic level over rowmajor:
 // bit for bit, but for Q8_0 at the amx level, whose tiles (4 or more tokens,
-// rows in 16s) add each block's exact integer dot with one fma where the
-// others add 8 lanes' (row_dot_amx_q8.cpp): within 2 * (blocks + 2) * 2^-24
-// * sum|w*x|. Q8_0 also takes 292 rows (a chunk of 16 tiles, one more tile
-// and rows left over), 96 and 2336 columns (3 and 73 blocks: one step and a
-// half batch, two steps) and 16, 17 and 20 tokens (passes of 16 and 1 or 4).
+// rows in 16s) and x4 kernel add each block's exact integer dot with one
+// fma where ggml adds 8 lanes' (row_dot_amx_q8.cpp, row_dot_x86_x4.cpp):
+// within 2 * (blocks + 2) * 2^-24 * sum|w*x|. Q8_0 also takes 292 rows (a
+// chunk of 16 tiles, one more tile and rows left over), 96 and 2336 columns
+// (3 and 73 blocks: one step and a half pair, two steps) and 16, 17 and 20
+// tokens (passes of 16 and 1 or 4).
 TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   std::mt19937 rng(17);
   double worst = 0;
@@ -236,6 +238,58 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   }
   }
   std::printf("  q8_0_x4 at amx: worst |amx - generic| / sum|w*x| = %.2e\n", worst);
+}
+
+// A token's Q8_0 outputs (q8_0_x4) are the same floats alone and in any
+// batch, at every level: one token's loop, the tiles of 2 to 4 tokens, and
+// at the amx level its tiles of 4 to 8 (two blocks a product) and 9 to 16
+// tokens, and the rows and tokens they leave to the x4 kernel. The engine relies on it: a
+// sequence replayed after a worker's loss, or run beside others, must get
+// the tokens it got alone (docs/process-graph.md).
+TEST(WeightLayout, Q8_0X4TokensGetTheSameFloatsInAnyBatch) {
+  std::mt19937 rng(31);
+  const DType type = DType::kQ8_0;
+  for (int64_t cols : {96, 800, 2336}) {
+    const int64_t rows = 292;
+    std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
+    repack_rows(WeightLayout::kQ8_0X4, type, w.data(), rows, cols);
+    const size_t row_bytes = w.size() / size_t(rows), ab = row_dot_activation_bytes(type, cols);
+    const int64_t most = 20;
+    const std::vector<float> x = random_x(most * cols, rng);
+    std::vector<uint8_t> a(ab * size_t(most));
+    convert_row_dot_activations(type, x.data(), size_t(cols), most, cols, a.data(), ab, CpuIsa::kAvx512Bf16,
+                                WeightLayout::kQ8_0X4);
+    for (int level = 0; level < kCpuIsaCount; ++level) {
+      const CpuIsa isa = CpuIsa(level);
+      if (!supports(detect_cpu_features(), isa)) continue;
+      auto run = [&](int64_t t0, int64_t tokens, bool gather) {
+        RowDotParams p = rowmajor_params(type, w.data(), row_bytes, rows, cols, a.data() + size_t(t0) * ab, ab,
+                                         tokens, 4, rows - 8);
+        p.layout = WeightLayout::kQ8_0X4;
+        std::vector<const uint8_t*> ptrs;
+        for (int64_t t = 0; t < tokens; ++t) ptrs.push_back(a.data() + size_t(t0 + t) * ab);
+        if (gather) p.a_rows = ptrs.data();
+        std::vector<float> y(p.y_row_stride * size_t(tokens), -7.0f);
+        p.y = y.data();
+        row_dot_check(p);
+        row_dot_for(isa, type)(p);
+        return y;
+      };
+      std::vector<std::vector<float>> alone;
+      for (int64_t t = 0; t < most; ++t) alone.push_back(run(t, 1, false));
+      for (int64_t tokens : {2, 3, 4, 5, 8, 9, 16, 17, 20}) {
+        for (bool gather : {false, true}) {
+          SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(cols) + " columns, " +
+                       std::to_string(tokens) + " tokens" + (gather ? ", gathered" : ""));
+          const std::vector<float> y = run(0, tokens, gather);
+          const size_t stride = y.size() / size_t(tokens);
+          for (int64_t t = 0; t < tokens; ++t)
+            ASSERT_TRUE(std::equal(alone[size_t(t)].begin(), alone[size_t(t)].end(), y.begin() + t * stride))
+                << "token " << t;
+        }
+      }
+    }
+  }
 }
 
 // bf16_x16 at every level against the generic level over rowmajor: one
