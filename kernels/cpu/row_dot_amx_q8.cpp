@@ -232,9 +232,7 @@ struct Q8Amx {
     for (int64_t R0 = r_begin; R0 < r_end; R0 += kChunkRows) {
       const int64_t R1 = std::min(r_end, R0 + kChunkRows);
       const int tiles = int((R1 - R0) / kMaxM);
-      for (int k = 0; k < tiles; ++k)
-        for (auto& row : sums[k])
-          for (float& v : row) v = 0.0f;
+      std::memset(sums, 0, sizeof sums[0] * size_t(tiles));
       for (int64_t b0 = 0; b0 < nb; b0 += kStepBlocks) {
         const int64_t b1 = std::min(nb, b0 + kStepBlocks);
         stage_step(b0, b1);

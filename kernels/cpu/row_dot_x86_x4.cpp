@@ -194,6 +194,35 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
     }
 }
 
+// A q8_0_x4 block is 136 bytes: three lines `ahead` bytes on cover every
+// line the block can touch.
+inline void prefetch_q8_0_x4_block(const uint8_t* gb, size_t ahead) {
+  _mm_prefetch(reinterpret_cast<const char*>(gb + ahead), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(gb + ahead + 64), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(gb + ahead + 128), _MM_HINT_T0);
+}
+
+// A token's Q8_0 block (the values in both 256-bit halves) and, with VNNI,
+// -128 * each lane's 4 values' sum: what the weights' stored +128 adds.
+inline __m512i q8_0_x4_activations(const uint8_t* block, __m512i& bias) {
+  const __m512i x = _mm512_broadcast_i64x4(load256(block + 2));
+  if constexpr (kVnni)
+    bias = _mm512_sub_epi32(_mm512_setzero_si512(),
+                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(0x80)), x));
+  return x;
+}
+
+// 8 exact int32 lanes of w * x for the two rows of w (stored + 128).
+inline __m512i q8_0_x4_dot(__m512i w, __m512i x, __m512i bias) {
+  if constexpr (kVnni) {
+    return _mm512_dpbusd_epi32(bias, w, x);
+  } else {
+    const __m512i ws = _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));  // the signed values
+    const __m512i xs = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(ws), _mm512_setzero_si512(), x);
+    return dot4(_mm512_setzero_si512(), _mm512_abs_epi8(ws), xs);
+  }
+}
+
 // Q8_0 (q8_0_x4): a 64-byte load holds two rows' blocks (one per 256-bit
 // half), stored as w + 128, so one vpdpbusd against the activations, its
 // lanes starting from -128 * the lane's activation sum, gives ggml's 8
@@ -207,7 +236,6 @@ void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T]
   constexpr size_t kAhead = ahead(T);
   const __m512i rows01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i rows23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m512i flip = _mm512_set1_epi8(char(0x80));
   __m512 acc[G][2][T];
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g)
@@ -219,19 +247,13 @@ void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T]
     __m128 dx[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      x[t] = _mm512_broadcast_i64x4(load256(act[t] + aoff + 2));
+      x[t] = q8_0_x4_activations(act[t] + aoff, bias[t]);
       dx[t] = _mm_set1_ps(half(act[t] + aoff));
-      // -128 * (the lane's 4 activations' sum): what the stored +128 adds
-      if constexpr (kVnni)
-        bias[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, x[t]));
     }
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const uint8_t* gb = grp[g] + woff;
-      // 136 bytes a block: three lines cover every line the block can touch
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kAhead + 64), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kAhead + 128), _MM_HINT_T0);
+      prefetch_q8_0_x4_block(gb, kAhead);
       const __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
       const __m512i w[2] = {_mm512_loadu_si512(gb + 8), _mm512_loadu_si512(gb + 72)};
 #pragma GCC unroll 2
@@ -239,14 +261,7 @@ void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T]
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(dw, dx[t]));
-          __m512i d;
-          if constexpr (kVnni) {
-            d = _mm512_dpbusd_epi32(bias[t], w[h], x[t]);
-          } else {
-            const __m512i ws = _mm512_xor_si512(w[h], flip);  // the signed values
-            const __m512i xs = _mm512_mask_sub_epi8(x[t], _mm512_movepi8_mask(ws), _mm512_setzero_si512(), x[t]);
-            d = dot4(_mm512_setzero_si512(), _mm512_abs_epi8(ws), xs);
-          }
+          const __m512i d = q8_0_x4_dot(w[h], x[t], bias[t]);
           acc[g][h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(h ? rows23 : rows01, sc),
                                          acc[g][h][t]);
         }
@@ -325,7 +340,6 @@ void Q8_0X4Blocks::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&a
   using L = Q8_0X4Lanes<G, T>;
   constexpr int S = L::kSets;
   constexpr size_t kAhead = ahead(T);
-  const __m512i flip = _mm512_set1_epi8(char(0x80));
   __m512i idx_dw[S], idx_dx[S];
   __m512 acc[S];
 #pragma GCC unroll 4
@@ -340,37 +354,21 @@ void Q8_0X4Blocks::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&a
     alignas(16) float dxs[4] = {};
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      x[t] = _mm512_broadcast_i64x4(load256(act[t] + aoff + 2));
+      x[t] = q8_0_x4_activations(act[t] + aoff, bias[t]);
       dxs[t] = half(act[t] + aoff);
-      // -128 * (the lane's 4 activations' sum): what the stored +128 adds
-      if constexpr (kVnni)
-        bias[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, x[t]));
     }
     __m512i v[8 * S];
     __m128i dh[4];  // the groups' 4 fp16 scales each
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const uint8_t* gb = grp[g] + woff;
-      // 136 bytes a block: three lines cover every line the block can touch
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kAhead + 64), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kAhead + 128), _MM_HINT_T0);
+      prefetch_q8_0_x4_block(gb, kAhead);
       dh[g] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb));
       const __m512i w[2] = {_mm512_loadu_si512(gb + 8), _mm512_loadu_si512(gb + 72)};
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h)
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          __m512i d;
-          if constexpr (kVnni) {
-            d = _mm512_dpbusd_epi32(bias[t], w[h], x[t]);
-          } else {
-            const __m512i ws = _mm512_xor_si512(w[h], flip);  // the signed values
-            const __m512i xs = _mm512_mask_sub_epi8(x[t], _mm512_movepi8_mask(ws), _mm512_setzero_si512(), x[t]);
-            d = dot4(_mm512_setzero_si512(), _mm512_abs_epi8(ws), xs);
-          }
-          v[(t * G + g) * 2 + h] = d;
-        }
+        for (int t = 0; t < T; ++t) v[(t * G + g) * 2 + h] = q8_0_x4_dot(w[h], x[t], bias[t]);
     }
 #pragma GCC unroll 8
     for (int f = L::kVecs; f < 8 * S; ++f) v[f] = _mm512_setzero_si512();

@@ -149,6 +149,36 @@ TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
   EXPECT_EQ(ap, a);
 }
 
+// y against ref (outputs of `tokens` tokens, y_row_stride apart; y's token t
+// is ref's tokens - 1 - t when gathered): rows outside [r0, r1) untouched,
+// the others equal, or (exact false) within terms * 2^-24 * sum|w*x| for the
+// dequantised weights wd (rows x cols) and activations xd; worst: the
+// largest |y - ref| / sum|w*x| seen.
+void expect_outputs(const std::vector<float>& y, const std::vector<float>& ref, size_t y_row_stride, int64_t rows,
+                    int64_t cols, int64_t tokens, int64_t r0, int64_t r1, bool gather, bool exact, double terms,
+                    const std::vector<float>& wd, const std::vector<float>& xd, double& worst) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t tr = gather ? tokens - 1 - t : t;  // y row t holds token tr
+    for (int64_t r = 0; r < rows + 1; ++r) {
+      const float got = y[size_t(t) * y_row_stride + size_t(r)];
+      if (r < r0 || r >= r1) {
+        ASSERT_EQ(got, -7.0f) << "wrote outside its rows: row " << r << " token " << t;
+        continue;
+      }
+      const float want = ref[size_t(tr) * y_row_stride + size_t(r)];
+      if (exact) {
+        ASSERT_EQ(got, want) << "row " << r << " token " << t;
+        continue;
+      }
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += std::fabs(double(wd[size_t(r * cols + c)]) * xd[size_t(tr * cols + c)]);
+      const double d = std::fabs(double(got) - want);
+      ASSERT_LE(d, terms * 0x1p-24 * s) << "row " << r << " token " << t;
+      if (s > 0) worst = std::max(worst, d / s);
+    }
+  }
+}
+
 // Every level over the x4 layouts against the generic level over rowmajor:
 // bit for bit, but for Q8_0 at the amx level, whose tiles (4 or more tokens,
 // rows in 16s) and x4 kernel add each block's exact integer dot with one
@@ -199,7 +229,8 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
           if (!supports(detect_cpu_features(), isa)) continue;
           const bool exact = !(q8 && isa == CpuIsa::kAmx);
           for (bool gather : {false, true}) {
-            SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+            SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + " " + std::to_string(rows) +
+                         "x" + std::to_string(cols) +
                          ", " + std::to_string(tokens) + " tokens" + (gather ? ", gathered" : ""));
             RowDotParams q = p;
             q.w = x4.data();
@@ -210,27 +241,8 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
             q.y = y.data();
             row_dot_check(q);
             row_dot_for(isa, type)(q);
-            for (int64_t t = 0; t < tokens; ++t) {
-              const int64_t tr = gather ? tokens - 1 - t : t;  // y row t holds token tr
-              for (int64_t r = 0; r < rows + 1; ++r) {
-                const float got = y[size_t(t) * p.y_row_stride + size_t(r)];
-                if (r < r0 || r >= r1) {
-                  ASSERT_EQ(got, -7.0f) << "wrote outside its rows: row " << r << " token " << t;
-                  continue;
-                }
-                const float want = ref[size_t(tr) * p.y_row_stride + size_t(r)];
-                if (exact) {
-                  ASSERT_EQ(got, want) << "row " << r << " token " << t;
-                  continue;
-                }
-                double s = 0;
-                for (int64_t c = 0; c < cols; ++c)
-                  s += std::fabs(double(wd[size_t(r * cols + c)]) * xd[size_t(tr * cols + c)]);
-                const double d = std::fabs(double(got) - want);
-                ASSERT_LE(d, 2.0 * double(cols / kQK8_0 + 2) * 0x1p-24 * s) << "row " << r << " token " << t;
-                if (s > 0) worst = std::max(worst, d / s);
-              }
-            }
+            ASSERT_NO_FATAL_FAILURE(expect_outputs(y, ref, p.y_row_stride, rows, cols, tokens, r0, r1, gather, exact,
+                                                   2.0 * double(cols / kQK8_0 + 2), wd, xd, worst));
           }
         }
       }
@@ -344,27 +356,8 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
             row_dot_for(isa, type)(q);
             const bool exact = tokens == 1 || isa < CpuIsa::kAvx512Bf16;
             const double terms = isa == CpuIsa::kAmx ? double(cols + 2) : double(cols / 2 + 2);
-            for (int64_t t = 0; t < tokens; ++t) {
-              const int64_t tr = gather ? tokens - 1 - t : t;  // y row t holds token tr
-              for (int64_t r = 0; r < rows + 1; ++r) {
-                const float got = y[size_t(t) * p.y_row_stride + size_t(r)];
-                if (r < r0 || r >= r1) {
-                  ASSERT_EQ(got, -7.0f) << "wrote outside its rows: row " << r;
-                  continue;
-                }
-                const float want = ref[size_t(tr) * p.y_row_stride + size_t(r)];
-                if (exact) {
-                  ASSERT_EQ(got, want) << "row " << r << " token " << t;
-                  continue;
-                }
-                double s = 0;
-                for (int64_t c = 0; c < cols; ++c)
-                  s += std::fabs(double(wd[size_t(r * cols + c)]) * xd[size_t(tr * cols + c)]);
-                const double d = std::fabs(double(got) - want);
-                ASSERT_LE(d, terms * 0x1p-24 * s) << "row " << r << " token " << t;
-                if (s > 0) worst = std::max(worst, d / s);
-              }
-            }
+            ASSERT_NO_FATAL_FAILURE(expect_outputs(y, ref, p.y_row_stride, rows, cols, tokens, r0, r1, gather, exact,
+                                                   terms, wd, xd, worst));
           }
         }
       }
