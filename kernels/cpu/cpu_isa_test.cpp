@@ -41,7 +41,7 @@ TEST(CpuIsa, LevelsNeedTheirFeatures) {
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512Bf16);
   f.amx_int8 = true;
   EXPECT_EQ(best_isa(f), CpuIsa::kAmx);
-  f.avx512_vbmi = false;  // amx runs the avx512bf16 kernels for everything but BF16 prefill
+  f.avx512_vbmi = false;  // amx runs the avx512bf16 kernels for everything but its tiles' prefill
   EXPECT_EQ(best_isa(f), CpuIsa::kAvx512);
 }
 

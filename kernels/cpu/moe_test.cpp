@@ -336,7 +336,7 @@ TEST(MoeLayer, X4LayoutsGiveTheRowmajorLayerBitForBit) {
     }
     X.shape.gate_up_layout = lg;
     X.shape.down_layout = ld;
-    for (int64_t tokens : {1, 3, 9}) {
+    for (int64_t tokens : {1, 3, 9, 24}) {  // 24: 12 tokens an expert, the amx tiles
       const Routing r = make_routing(tokens, 3, 512, 6, uint32_t(40 + tokens));
       const std::vector<float> want = run_layer(L, r, CpuIsa::kGeneric, 1);
       for (int level = 0; level < kCpuIsaCount; ++level) {
@@ -409,25 +409,27 @@ std::vector<float> whole_matrix_calls(const Layer& L, const Routing& r, CpuIsa i
     if (m == 0) continue;
     std::vector<float> g(size_t(m * F)), u(g.size()), d(size_t(m * H));
     std::vector<uint8_t> ha(ha_row * size_t(m));
-    auto call = [&](RowDotFn fn, const uint8_t* w, size_t stride, const float* sc, size_t ss, int64_t rows,
-                    int64_t cols, float* y) {
+    auto call = [&](bool gate_up, const uint8_t* w, const float* sc, float* y) {
+      const int64_t rows = gate_up ? F : H;
       RowDotParams p;
-      p.wtype = rows == F ? s.gate_up_type : s.down_type;
-      p.w = w, p.w_row_stride = stride, p.rows = rows, p.cols = cols, p.scales = sc, p.scale_row_stride = ss;
-      if (rows == F)
+      p.wtype = gate_up ? s.gate_up_type : s.down_type;
+      p.w = w, p.w_row_stride = gate_up ? s.gate_up_row_stride : s.down_row_stride, p.rows = rows;
+      p.cols = gate_up ? H : F, p.scales = sc;
+      p.scale_row_stride = gate_up ? s.gate_up_scale_stride : s.down_scale_stride;
+      if (gate_up)
         p.a_rows = a_rows.data();
       else
         p.a = ha.data(), p.a_row_bytes = ha_row;
       p.n_tokens = m, p.y = y, p.y_row_stride = size_t(rows), p.row_end = rows;
-      p.layout = rows == F ? s.gate_up_layout : s.down_layout;
-      fn(p);
+      p.layout = gate_up ? s.gate_up_layout : s.down_layout;
+      (gate_up ? k.gate_up : k.down)(p);
     };
     const MoeExpert& x = L.experts[size_t(e)];
-    call(k.gate_up, x.gate, s.gate_up_row_stride, x.gate_scales, s.gate_up_scale_stride, F, H, g.data());
-    call(k.gate_up, x.up, s.gate_up_row_stride, x.up_scales, s.gate_up_scale_stride, F, H, u.data());
+    call(true, x.gate, x.gate_scales, g.data());
+    call(true, x.up, x.up_scales, u.data());
     for (int64_t t = 0; t < m; ++t) k.ops.swiglu(g.data() + t * F, u.data() + t * F, F);
     convert_row_dot_activations(s.down_type, g.data(), size_t(F), m, F, ha.data(), ha_row, isa, s.down_layout);
-    call(k.down, x.down, s.down_row_stride, x.down_scales, s.down_scale_stride, H, F, d.data());
+    call(false, x.down, x.down_scales, d.data());
     for (int64_t j = 0; j < m; ++j) std::copy_n(d.data() + j * H, H, yd.data() + slots[size_t(j)] * size_t(H));
   }
   std::vector<float> y(size_t(r.n_tokens * H), 0.0f);
@@ -452,9 +454,12 @@ TEST(MoeLayer, Fp8TasksTakeTheAmxTilesAsWholeMatrices) {
   EXPECT_EQ(run_layer(L, r, CpuIsa::kAvx512Bf16, 2), whole_matrix_calls(L, r, CpuIsa::kAvx512Bf16));
 }
 
-// Q8_0 (q8_0_x4) prefill at the amx level, the same: 16-row tiles from each
-// task's first row. A layer of 2080 x 768 experts has tasks of about 1.3
-// MiB, whose down chunks would start at row 1560 in multiples of 8 rows.
+// Q8_0 (q8_0_x4) prefill at the amx level: the layer's floats are those of
+// one call per whole matrix, its tasks (about 1.3 MiB for 2080 x 768
+// experts) cut in multiples of the 16-row tiles (task_rows). Rows a task
+// left to the x4 kernel would sum the same (it adds whole blocks, as the
+// tiles: WeightLayout.Q8_0X4TokensGetTheSameFloatsInAnyBatch); the cut
+// keeps every row in the faster tiles.
 TEST(MoeLayer, Q8_0TasksTakeTheAmxTilesAsWholeMatrices) {
   if (!supports(detect_cpu_features(), CpuIsa::kAmx)) GTEST_SKIP() << "this cpu has no amx level";
   const int64_t H = 2080, F = 768;

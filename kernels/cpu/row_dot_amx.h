@@ -1,4 +1,5 @@
-// Internal to the amx level's sources (row_dot_amx.cpp, row_dot_amx_fp8.cpp):
+// Internal to the amx level's sources (row_dot_amx.cpp, row_dot_amx_fp8.cpp,
+// row_dot_amx_q8.cpp):
 // tile configuration and the tile loads. Include nowhere else.
 #pragma once
 
@@ -16,7 +17,7 @@ namespace tandem::kernels::amx {
 // gathered and 7168 x 2048: 0.89-0.97x at 2 tokens, 0.93-0.96x at 4,
 // 0.99-1.03x at 5, 1.29-1.43x at 6, 1.5-1.7x at 8).
 inline constexpr int64_t kMinTokens = 6;
-inline constexpr int kMaxM = 16;  // rows of a tile: tokens (BF16) or weight rows (FP8)
+inline constexpr int kMaxM = 16;  // rows of a tile: tokens (BF16) or weight rows (FP8, Q8_0)
 
 // Palette 1: rows and bytes per row of each of the 8 tile registers.
 struct alignas(64) TileConfig {
@@ -57,4 +58,4 @@ void q8_0_rows(const RowDotParams& p);
 }  // namespace tandem::kernels::amx
 namespace tandem::kernels::avx512bf16 {
 void q8_0_x4_block_rows(const RowDotParams& p);  // row_dot_x86_x4.cpp
-}  // namespace tandem::kernels::amx
+}  // namespace tandem::kernels::avx512bf16

@@ -10,7 +10,7 @@
 // once per step for all rows of the call); C is 16 rows x the tokens in
 // int32, the exact block dots. C is stored and each row and token adds
 // float(dot) * (d_w * d_x) with one fma, block after block: ggml adds 8
-// lanes' (within (blocks + 2) * 2^-24 * sum|w*x| of the generic kernel), and
+// lanes' (within 2 * (blocks + 2) * 2^-24 * sum|w*x| of the generic kernel), and
 // so that a token's floats do not depend on its batch (the engine's replay
 // and continuous batching rely on it: docs/process-graph.md) this level's
 // x4 kernel for fewer tokens, and for the rows and tokens the tiles leave,

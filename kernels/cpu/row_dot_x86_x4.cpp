@@ -209,6 +209,8 @@ inline __m512i q8_0_x4_activations(const uint8_t* block, __m512i& bias) {
   if constexpr (kVnni)
     bias = _mm512_sub_epi32(_mm512_setzero_si512(),
                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(0x80)), x));
+  else
+    bias = _mm512_setzero_si512();  // unused
   return x;
 }
 

@@ -90,10 +90,10 @@ inline int layout_tile_rows(WeightLayout l) {
 }
 // The rows a task of a `type` matrix stored as `l` should be a multiple of:
 // the layout's tile rows, and the amx level's 16-row tiles for FP8, which
-// take only ranges that start at a multiple of 16 (row_dot_amx_fp8.cpp),
-// and for q8_0_x4, which go in 16s from a range's start and send the rows
-// left over elsewhere (row_dot_amx_q8.cpp): so a matrix cut into tasks
-// sums as one call over it.
+// take only ranges that start at a multiple of 16 (row_dot_amx_fp8.cpp; so
+// a matrix cut into tasks sums as one call over it), and for q8_0_x4, which
+// go in 16s from a range's start and leave the rest to the slower x4 kernel
+// (row_dot_amx_q8.cpp; the same floats either way).
 inline int task_rows(WeightLayout l, DType type) {
   const bool amx_tiles = type == DType::kF8E4M3 || l == WeightLayout::kQ8_0X4;
   return std::lcm(layout_tile_rows(l), amx_tiles ? 16 : 1);
