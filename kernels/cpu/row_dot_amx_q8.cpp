@@ -64,11 +64,12 @@ template <bool kPair>
 struct Q8Amx {
   static constexpr int kUnit = kPair ? 2 : 1;  // blocks per product
   static constexpr int64_t kStepUnits = kStepBlocks / kUnit;
-  // The buffers stay uninitialised but for stage, c_out and dx, whose
-  // lanes past the tokens (which tile stores and the staging leave alone)
-  // must be zero or finite.
+  // The buffers stay uninitialised but for c_out and dx, whose lanes past
+  // the tokens (which tile stores and the staging leave alone) must be
+  // finite, and with kPair stage, whose columns past the tokens the
+  // products read (one block a product reads only the tokens' columns).
   Q8Amx(const RowDotParams& params, int tokens, float* out) : p(params), n(tokens), y(out) {
-    std::memset(stage, 0, sizeof stage);
+    if constexpr (kPair) std::memset(stage, 0, sizeof stage);
     std::memset(c_out, 0, sizeof c_out);
     std::memset(dx, 0, sizeof dx);
   }
