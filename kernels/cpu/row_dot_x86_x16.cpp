@@ -6,7 +6,11 @@
 // bit for bit: there, lane k of a row's first accumulator adds pair k of
 // every 64 values and lane k of the second pair 16 + k; here those are lane r
 // of 32 accumulator vectors, one per pair position, and _mm512_reduce_add_ps's
-// tree becomes vertical adds of those vectors.
+// tree becomes vertical adds of those vectors. Four groups stream side by
+// side from the range's quarters; their 128 accumulators live in memory and
+// each takes two runs of 64 columns per load and store (decode_runs): in one
+// process, against a plain read of the same lines, 0.92-0.99 where two
+// groups with a load and store per line gave 0.85-0.90 (docs/cpu-kernels.md).
 //
 // Several tokens (prefill) take an outer product: 48 rows (three groups) by
 // up to 9 tokens in 27 accumulators, three weight loads and 9 broadcasts per
@@ -37,6 +41,9 @@ namespace {
 
 constexpr size_t kGroupBlock = kBf16X16GroupBlock;  // 32 columns of 16 rows
 constexpr int64_t kColsPerBlock = int64_t(kGroupBlock / (2 * kX16Rows));  // 32
+// One token: streams (groups read side by side, from far apart) and runs of
+// 64 columns per accumulator load (decode_runs).
+constexpr int kDecodeStreams = 4, kDecodeRuns = 2;
 
 inline __m512bh pair_of(const uint8_t* a, int64_t k) {
   return (__m512bh)_mm512_set1_epi32(load_unaligned<int32_t>(a + 4 * k));
@@ -64,10 +71,36 @@ inline void store_vec_dot(float* y, __m512 c1, __m512 c2) {
   _mm256_storeu_ps(y + 8, _mm512_cvtpd_ps(hi));
 }
 
+// One token: R runs of 64 columns of G groups. Each accumulator (group g,
+// pair position k) takes its R runs' pairs in a row, so it is loaded and
+// stored once per R runs: 32 per group do not fit the registers, and with
+// R = 1 the spill traffic doubled the instructions per weight line.
+template <int G, int R>
+inline void decode_runs(const uint8_t* const (&w)[G], const uint8_t* x, __m512 (&acc)[G][32]) {
+#pragma GCC unroll 32
+  for (int k = 0; k < 32; ++k) {
+    __m512 c[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) c[g] = acc[g][k];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      const size_t at = 2 * kGroupBlock * size_t(r) + 64 * size_t(k);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(w[g] + at + kPrefetch), _MM_HINT_T0);
+      const __m512bh xv = pair_of(x, 32 * r + k);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) c[g] = _mm512_dpbf16_ps(c[g], weights_at(w[g] + at), xv);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) acc[g][k] = c[g];
+  }
+}
+
 // One token, G groups at once (starting at rows row0[g]): each run of 64
 // columns is two group blocks, 32 pair positions, one accumulator each.
 template <int G>
 void decode_groups(const RowDotParams& p, const int64_t (&row0)[G], const uint8_t* a) {
+  constexpr int R = kDecodeRuns;
   const uint8_t* w[G];
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) w[g] = p.w + size_t(row0[g]) * p.w_row_stride;
@@ -77,32 +110,34 @@ void decode_groups(const RowDotParams& p, const int64_t (&row0)[G], const uint8_
 #pragma GCC unroll 32
     for (int k = 0; k < 32; ++k) acc[g][k] = _mm512_setzero_ps();
   const int64_t runs = p.cols / 64;
-  for (int64_t run = 0; run < runs; ++run) {
-    const size_t at = 2 * kGroupBlock * size_t(run);
-#pragma GCC unroll 32
-    for (int k = 0; k < 32; ++k) {
+  int64_t run = 0;
+  for (; run + R <= runs; run += R) {
+    decode_runs<G, R>(w, a + 128 * size_t(run), acc);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(w[g] + at + kPrefetch + 64 * size_t(k)), _MM_HINT_T0);
-      const __m512bh x = pair_of(a, 32 * run + k);
+    for (int g = 0; g < G; ++g) w[g] += 2 * kGroupBlock * R;
+  }
+  for (; run < runs; ++run) {
+    decode_runs<G, 1>(w, a + 128 * size_t(run), acc);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) acc[g][k] = _mm512_dpbf16_ps(acc[g][k], weights_at(w[g] + at + 64 * size_t(k)), x);
-    }
+    for (int g = 0; g < G; ++g) w[g] += 2 * kGroupBlock;
   }
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) store_vec_dot(p.y + row0[g], reduce16_lanes(acc[g]), reduce16_lanes(acc[g] + 16));
 }
 
-// One token over the range: two far-apart streams (the first and second
-// half of the groups), then a group left over.
+// One token over the range: four far-apart streams (the four parts of the
+// groups), then the groups left over one at a time.
 void decode_rows(const RowDotParams& p) {
   const uint8_t* a = activation_row(p, 0);
-  const int64_t groups = (p.row_end - p.row_begin) / kX16Rows, q = groups / 2;
+  const int64_t groups = (p.row_end - p.row_begin) / kX16Rows, q = groups / kDecodeStreams;
   for (int64_t j = 0; j < q; ++j) {
-    const int64_t row0[2] = {p.row_begin + j * kX16Rows, p.row_begin + (q + j) * kX16Rows};
-    decode_groups<2>(p, row0, a);
+    int64_t row0[kDecodeStreams];
+#pragma GCC unroll 4
+    for (int s = 0; s < kDecodeStreams; ++s) row0[s] = p.row_begin + (s * q + j) * kX16Rows;
+    decode_groups<kDecodeStreams>(p, row0, a);
   }
-  if (groups % 2) {
-    const int64_t row0[1] = {p.row_begin + (groups - 1) * kX16Rows};
+  for (int64_t j = kDecodeStreams * q; j < groups; ++j) {
+    const int64_t row0[1] = {p.row_begin + j * kX16Rows};
     decode_groups<1>(p, row0, a);
   }
 }
