@@ -295,14 +295,17 @@ void ExpertGraph::wait_ready(size_t i, std::chrono::steady_clock::time_point dea
       std::lock_guard lk(mu_);
       Supervised& p = procs_[i];
       who = fmt::format("{}:{}", p.role, p.index);
+      pid = p.proc.pid();
+      // Ready first: a stop that comes after the process got ready (the
+      // launcher slept through both on a loaded machine) is the caller's
+      // ordinary shutdown, not a failed start.
+      std::ifstream in(p.ready_file);
+      pid_t said = 0;
+      if (in >> said && said == pid) return;
       if (options_.stop && options_.stop->load()) fail(ErrorKind::kPeerLost, "stopped while waiting for {}", who);
       if (!p.proc.running())
         fail(ErrorKind::kPeerLost, "{} (pid {}) {} before it was ready; its log:\n{}", who, p.proc.pid(),
              ChildProcess::describe(p.proc.status().value_or(-1)), p.proc.log_tail());
-      pid = p.proc.pid();
-      std::ifstream in(p.ready_file);
-      pid_t said = 0;
-      if (in >> said && said == pid) return;
       if (steady_clock::now() > deadline)
         fail(ErrorKind::kTimeout, "{} (pid {}) was not ready in time; its log:\n{}", who, pid, p.proc.log_tail());
     }
