@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -101,13 +102,23 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   }
   using namespace std::chrono;
   if (o.split_roles) coord.push_back("--split-roles");
-  graph.add_service({"coordinator", 0, coord, run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler", fd},
-                    seconds(120));
+  // A stop that comes while one service starts ends the start there: the
+  // next is not spawned (its wait would report the stop as a failed start).
+  std::vector<ServiceSpec> services;
+  services.push_back({"coordinator", 0, coord, run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler", fd});
   if (o.split_roles) {
-    graph.add_service(graph.gpu_worker_spec(0, "decode"), seconds(600));
-    graph.add_service(graph.gpu_worker_spec(1, "prefill"), seconds(600));
+    services.push_back(graph.gpu_worker_spec(0, "decode"));
+    services.push_back(graph.gpu_worker_spec(1, "prefill"));
   } else {
-    graph.add_service(graph.gpu_worker_spec(), seconds(600));
+    services.push_back(graph.gpu_worker_spec());
+  }
+  for (ServiceSpec& spec : services) {
+    if (stop.load()) {
+      spdlog::info("stopping the graph before {}:{} started", spec.role, spec.index);
+      return 0;
+    }
+    const auto timeout = spec.role == "coordinator" ? seconds(120) : seconds(600);
+    graph.add_service(std::move(spec), timeout);
   }
   spdlog::info("listening on http://{}:{} (model '{}'{}); run {}; stop with Ctrl-C or `tandem stop`", o.host,
                server.port(), model_name_of(o), key.empty() ? "" : ", API key required", run);

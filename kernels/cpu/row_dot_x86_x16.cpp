@@ -6,8 +6,8 @@
 // bit for bit: there, lane k of a row's first accumulator adds pair k of
 // every 64 values and lane k of the second pair 16 + k; here those are lane r
 // of 32 accumulator vectors, one per pair position, and _mm512_reduce_add_ps's
-// tree becomes vertical adds of those vectors. Four groups stream side by
-// side from the range's quarters; their 128 accumulators live in memory and
+// tree becomes vertical adds of those vectors. Three groups stream side by
+// side from the range's thirds; their 96 accumulators live in memory and
 // each takes two runs of 64 columns per load and store (decode_runs): in one
 // process, against a plain read of the same lines, 0.92-0.99 where two
 // groups with a load and store per line gave 0.85-0.90 (docs/cpu-kernels.md).
@@ -43,7 +43,7 @@ constexpr size_t kGroupBlock = kBf16X16GroupBlock;  // 32 columns of 16 rows
 constexpr int64_t kColsPerBlock = int64_t(kGroupBlock / (2 * kX16Rows));  // 32
 // One token: streams (groups read side by side, from far apart) and runs of
 // 64 columns per accumulator load (decode_runs).
-constexpr int kDecodeStreams = 4, kDecodeRuns = 2;
+constexpr int kDecodeStreams = 3, kDecodeRuns = 2;
 
 inline __m512bh pair_of(const uint8_t* a, int64_t k) {
   return (__m512bh)_mm512_set1_epi32(load_unaligned<int32_t>(a + 4 * k));
@@ -73,8 +73,12 @@ inline void store_vec_dot(float* y, __m512 c1, __m512 c2) {
 
 // One token: R runs of 64 columns of G groups. Each accumulator (group g,
 // pair position k) takes its R runs' pairs in a row, so it is loaded and
-// stored once per R runs: 32 per group do not fit the registers, and with
-// R = 1 the spill traffic doubled the instructions per weight line.
+// stored once per R runs rather than once per weight line (32 accumulators
+// a group do not fit the registers). Every line is prefetched 2 KiB (one
+// run) ahead: run r's prefetch is the line run r + 1 loads. Within a pair
+// of runs that is a few instructions of lead only, but prefetching the next
+// pair alone (0.75-0.86 of a plain read), or further ahead (4 or 8 KiB,
+// 0.80-0.84), was slower (docs/cpu-kernels.md).
 template <int G, int R>
 inline void decode_runs(const uint8_t* const (&w)[G], const uint8_t* x, __m512 (&acc)[G][32]) {
 #pragma GCC unroll 32
@@ -125,8 +129,10 @@ void decode_groups(const RowDotParams& p, const int64_t (&row0)[G], const uint8_
   for (int g = 0; g < G; ++g) store_vec_dot(p.y + row0[g], reduce16_lanes(acc[g]), reduce16_lanes(acc[g] + 16));
 }
 
-// One token over the range: four far-apart streams (the four parts of the
-// groups), then the groups left over one at a time.
+// One token over the range: three far-apart streams (group j with j + q
+// and j + 2q, as the prefill tiles take them), then the one or two groups
+// left over side by side. The layer's tasks are multiples of three groups
+// (layout_tile_rows), so they leave none.
 void decode_rows(const RowDotParams& p) {
   const uint8_t* a = activation_row(p, 0);
   const int64_t groups = (p.row_end - p.row_begin) / kX16Rows, q = groups / kDecodeStreams;
@@ -136,8 +142,13 @@ void decode_rows(const RowDotParams& p) {
     for (int s = 0; s < kDecodeStreams; ++s) row0[s] = p.row_begin + (s * q + j) * kX16Rows;
     decode_groups<kDecodeStreams>(p, row0, a);
   }
-  for (int64_t j = kDecodeStreams * q; j < groups; ++j) {
-    const int64_t row0[1] = {p.row_begin + j * kX16Rows};
+  const int64_t r0 = p.row_begin + kDecodeStreams * q * kX16Rows;
+  static_assert(kDecodeStreams == 3, "the leftover groups below are one or two");
+  if (groups % kDecodeStreams == 2) {
+    const int64_t row0[2] = {r0, r0 + kX16Rows};
+    decode_groups<2>(p, row0, a);
+  } else if (groups % kDecodeStreams == 1) {
+    const int64_t row0[1] = {r0};
     decode_groups<1>(p, row0, a);
   }
 }
