@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
-#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -104,21 +103,20 @@ int run_serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   if (o.split_roles) coord.push_back("--split-roles");
   // A stop that comes while one service starts ends the start there: the
   // next is not spawned (its wait would report the stop as a failed start).
-  std::vector<ServiceSpec> services;
-  services.push_back({"coordinator", 0, coord, run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler", fd});
-  if (o.split_roles) {
-    services.push_back(graph.gpu_worker_spec(0, "decode"));
-    services.push_back(graph.gpu_worker_spec(1, "prefill"));
-  } else {
-    services.push_back(graph.gpu_worker_spec());
-  }
-  for (ServiceSpec& spec : services) {
-    if (stop.load()) {
-      spdlog::info("stopping the graph before {}:{} started", spec.role, spec.index);
-      return 0;
-    }
-    const auto timeout = spec.role == "coordinator" ? seconds(120) : seconds(600);
+  const auto start = [&](ServiceSpec spec, seconds timeout) {
+    if (stop.load()) return false;
     graph.add_service(std::move(spec), timeout);
+    return true;
+  };
+  const bool started =
+      start({"coordinator", 0, coord, run + "/coordinator-0.ready", "HTTP API, tokenizer, scheduler", fd},
+            seconds(120)) &&
+      (o.split_roles ? start(graph.gpu_worker_spec(0, "decode"), seconds(600)) &&
+                           start(graph.gpu_worker_spec(1, "prefill"), seconds(600))
+                     : start(graph.gpu_worker_spec(), seconds(600)));
+  if (!started) {
+    spdlog::info("stopping the graph before all its services started");
+    return 0;
   }
   spdlog::info("listening on http://{}:{} (model '{}'{}); run {}; stop with Ctrl-C or `tandem stop`", o.host,
                server.port(), model_name_of(o), key.empty() ? "" : ", API key required", run);
