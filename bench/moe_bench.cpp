@@ -24,7 +24,9 @@
 // TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K, Q8_0
 // and BF16 are stored as the loader stores them on this machine (q4_k_x4 and
 // q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with avx512bf16,
-// "/x16"); --rowmajor keeps plain rows. --hot skips the
+// "/x16"); --rowmajor keeps plain rows. FP8 experts carry their marks
+// (fp8_marks.h, made once here as a loader would; "/mk" in the table),
+// which --fp8-unmarked leaves out. --hot skips the
 // read before each repetition (with a small --pool-gib: the kernels' speed
 // with weights in cache, their compute ceiling).
 #include <immintrin.h>
@@ -43,6 +45,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/thread_pool.h"
@@ -149,6 +152,7 @@ struct Options {
   double read_gib = 2.0;
   bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
   bool rowmajor = false;  // keep Q4_K in rowmajor where the arena would repack it
+  bool fp8_unmarked = false;  // FP8 experts without their marks
   int spin_us = 100'000;  // the pool threads' spin between jobs
   std::vector<DType> types = {DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K};
   std::vector<int64_t> batches = {1, 2, 4, 8, 32, 256};
@@ -316,6 +320,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
   std::mt19937 rng(5);
   std::vector<float> scales(size_t(((sd.hidden + 127) / 128) * ((sd.ffn + 127) / 128)) * 2, 0.002f);
   std::vector<tk::MoeExpert> experts(size_t(s.n_experts));
+  std::vector<uint8_t> marks;
   {
     std::vector<uint8_t> one(per_expert);
     fill_weights(type, sd.hidden, one.data(), 2 * gu_bytes, rng);
@@ -338,10 +343,28 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       std::memcpy(up + gu_bytes * size_t(e), one.data() + gu_bytes, gu_bytes);
       std::memcpy(down + d_bytes * size_t(e), one.data() + 2 * gu_bytes, d_bytes);
     }
+    // FP8 marks, one set per slot (as a loader would store them beside each
+    // expert's weights): gate, up, down.
+    const size_t gu_marks = size_t(sd.ffn) * tk::fp8_marks_row_bytes(sd.hidden);
+    const size_t d_marks = size_t(sd.hidden) * tk::fp8_marks_row_bytes(sd.ffn);
+    if (type == DType::kF8E4M3 && !o.fp8_unmarked) {
+      marks.resize((2 * gu_marks + d_marks) * size_t(slots));
+      tk::fp8_mark_blocks(gate, s.gate_up_row_stride, sd.ffn, sd.hidden, marks.data());
+      tk::fp8_mark_blocks(up, s.gate_up_row_stride, sd.ffn, sd.hidden, marks.data() + gu_marks);
+      tk::fp8_mark_blocks(down, s.down_row_stride, sd.hidden, sd.ffn, marks.data() + 2 * gu_marks);
+      for (int64_t e = 1; e < slots; ++e)
+        std::memcpy(marks.data() + (2 * gu_marks + d_marks) * size_t(e), marks.data(), 2 * gu_marks + d_marks);
+    }
     for (int64_t e = 0; e < s.n_experts; ++e) {
       const size_t i = size_t(e % slots);
       experts[size_t(e)] = {gate + gu_bytes * i, up + gu_bytes * i, down + d_bytes * i, scales.data(),
                             scales.data(), scales.data()};
+      if (!marks.empty()) {
+        const uint8_t* m = marks.data() + (2 * gu_marks + d_marks) * i;
+        experts[size_t(e)].gate_marks = m;
+        experts[size_t(e)].up_marks = m + gu_marks;
+        experts[size_t(e)].down_marks = m + 2 * gu_marks;
+      }
     }
   }
   const tk::MoeKernels k = tk::moe_kernels(isa, s);
@@ -403,11 +426,12 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     std::string tname(tandem::name(type));
     if (s.gate_up_layout != tk::WeightLayout::kRowMajor)
       tname += s.gate_up_layout == tk::WeightLayout::kBf16X16 ? "/x16" : "/x4";
+    if (!marks.empty()) tname += "/mk";
     // The most of the peak this run's read allows at the row's flops per
     // weight byte (every routed expert's weights read once): the roofline.
     const double roof =
         peak > 0 && !o.hot ? std::min(1.0, median(bws) * flops / st.weight_bytes / peak) : 0.0;
-    std::printf("%-14s %-8s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n",
+    std::printf("%-14s %-10s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n",
                 sd.name.c_str(), tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),
                 100.0 * median(ratios), median(plains), 100.0 * median(plain_ratios), flops / t / 1e9,
@@ -442,6 +466,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--hot") o.hot = true;
     else if (a == "--spin-us") o.spin_us = std::stoi(value());
     else if (a == "--rowmajor") o.rowmajor = true;
+    else if (a == "--fp8-unmarked") o.fp8_unmarked = true;
     else if (a == "--types") {
       o.types.clear();
       for (const auto& t : split(value())) {
@@ -458,7 +483,7 @@ Options parse(int argc, char** argv) {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
                           "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
                           "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
-                          "[--hot] [--rowmajor] [--spin-us N]");
+                          "[--hot] [--rowmajor] [--fp8-unmarked] [--spin-us N]");
     }
   }
   return o;
@@ -510,7 +535,7 @@ int main(int argc, char** argv) {
                 "of the peak above, and 'roof' the most of it that 'read' allows at the row's flops per\n"
                 "weight byte (each routed expert's weights read once)\n\n",
                 o.reps);
-    std::printf("%-14s %-8s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s %6s\n", "shape", "type", "batch", "tok/exp",
+    std::printf("%-14s %-10s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s %6s\n", "shape", "type", "batch", "tok/exp",
                 "ms", "GB/s", "read", "of read", "plain", "of pl", "GFLOP/s", "of pk", "roof");
     for (const auto& name : o.shapes) {
       ShapeDef sd;

@@ -160,11 +160,13 @@ struct Job {
     p.row_begin = f0;
     p.row_end = f1;
     p.layout = s->gate_up_layout;
+    p.fp8_marks = x.gate_marks;
     p.then_rows = x.up + size_t(f0) * s->gate_up_row_stride;
     k->gate_up(p);
     p.then_rows = nullptr;
     p.w = x.up;
     p.scales = x.up_scales;
+    p.fp8_marks = x.up_marks;
     p.y = u;
     k->gate_up(p);
     for (int64_t t = 0; t < m; ++t)
@@ -185,6 +187,7 @@ struct Job {
     RowDotParams p = rows(s->down_type, x.down, s->down_row_stride, s->hidden, s->ffn,
                           x.down_scales, s->down_scale_stride);
     p.layout = s->down_layout;
+    p.fp8_marks = x.down_marks;
     p.a = at<uint8_t>(l->ha) + size_t(s0) * l->ha_row;
     p.a_row_bytes = l->ha_row;
     p.n_tokens = m;

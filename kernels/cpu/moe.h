@@ -48,7 +48,9 @@ struct MoeShape {
 };
 
 // One expert's slice. FP8 weights carry their 128x128 block scales, laid out
-// for the slice (row r of the slice uses scale row r / 128).
+// for the slice (row r of the slice uses scale row r / 128), and may carry
+// their marks (fp8_marks.h, made from the slice's bytes), which speed up
+// one token's rows.
 struct MoeExpert {
   const uint8_t* gate = nullptr;
   const uint8_t* up = nullptr;
@@ -56,6 +58,9 @@ struct MoeExpert {
   const float* gate_scales = nullptr;
   const float* up_scales = nullptr;
   const float* down_scales = nullptr;
+  const uint8_t* gate_marks = nullptr;
+  const uint8_t* up_marks = nullptr;
+  const uint8_t* down_marks = nullptr;
 };
 
 struct MoeBatch {

@@ -20,6 +20,7 @@
 
 #include "common/error.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/quantize.h"
 
 namespace tandem::kernels {
@@ -474,6 +475,43 @@ TEST(MoeLayer, Q8_0TasksTakeTheAmxTilesAsWholeMatrices) {
   const Routing r = make_routing(12, 3, H, 4, 82);
   EXPECT_EQ(run_layer(L, r, CpuIsa::kAmx, 2), whole_matrix_calls(L, r, CpuIsa::kAmx));
   EXPECT_EQ(run_layer(L, r, CpuIsa::kAvx512Bf16, 2), whole_matrix_calls(L, r, CpuIsa::kAvx512Bf16));
+}
+
+// FP8 experts with their marks (fp8_marks.h): the same floats as without,
+// for one token (the loop the marks serve) and for a batch (which ignores
+// them), at every level, with zeros, subnormals and NaN in some blocks.
+TEST(MoeLayer, Fp8MarksGiveTheSameFloats) {
+  const int64_t H = 1024, F = 384, E = 3;
+  Layer L = make_layer(DType::kF8E4M3, DType::kF8E4M3, H, F, E, 91);
+  std::mt19937 rng(92);
+  const uint8_t special[] = {0x00, 0x80, 0x01, 0x86, 0x7F};
+  std::vector<std::vector<uint8_t>> marks;
+  for (size_t e = 0; e < size_t(E); ++e) {
+    for (auto* m : {&L.gate[e], &L.up[e], &L.down[e]}) {
+      for (int k = 0; k < 6; ++k) (*m)[rng() % m->size()] = special[k == 5 && e == 1 ? 4 : k % 4];
+    }
+    auto mark = [&](const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+      marks.emplace_back(fp8_marks_row_bytes(cols) * size_t(rows));
+      fp8_mark_blocks(w.data(), size_t(cols), rows, cols, marks.back().data());
+      return marks.back().data();
+    };
+    L.experts[e].gate_marks = mark(L.gate[e], F, H);
+    L.experts[e].up_marks = mark(L.up[e], F, H);
+    L.experts[e].down_marks = mark(L.down[e], H, F);
+  }
+  Layer plain = L;
+  for (auto& x : plain.experts) x.gate_marks = x.up_marks = x.down_marks = nullptr;
+  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+    if (!supports(detect_cpu_features(), isa)) continue;
+    for (int64_t tokens : {1, 5}) {
+      SCOPED_TRACE(std::string(isa_name(isa)) + ", " + std::to_string(tokens) + " tokens");
+      const Routing r = make_routing(tokens, 2, H, E, 93);
+      const std::vector<float> a = run_layer(L, r, isa, 2), b = run_layer(plain, r, isa, 2);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) << i << ": " << a[i] << " " << b[i];
+    }
+  }
 }
 
 TEST(MoeLayer, LayoutsTheTypesCannotTakeAreRefused) {

@@ -39,6 +39,10 @@ struct RowDotParams {
   // scales[(r / 128) * scale_row_stride + c / 128].
   const float* scales = nullptr;
   size_t scale_row_stride = 0;
+  // F8_E4M3, optional: the matrix's marks (fp8_marks.h; row r's at
+  // fp8_marks + r * fp8_marks_row_bytes(cols)), which spare the one-token
+  // kernel its search for the bytes its bit maps cannot widen.
+  const uint8_t* fp8_marks = nullptr;
   const uint8_t* a = nullptr;  // n_tokens converted activation rows
   size_t a_row_bytes = 0;      // bytes between them (>= row_dot_activation_bytes)
   // If set, token t's activation row is a_rows[t] instead (a gather: the

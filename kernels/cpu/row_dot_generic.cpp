@@ -225,6 +225,8 @@ void row_dot_check(const RowDotParams& p) {
     if (p.rows > kFp8ScaleBlock && p.scale_row_stride < blocks)
       fail(ErrorKind::kInternal, "row dot f8_e4m3: scale row stride {} < {} blocks",
            p.scale_row_stride, blocks);
+  } else if (p.fp8_marks) {
+    fail(ErrorKind::kInternal, "row dot {}: FP8 marks for weights of another type", tn);
   }
 }
 

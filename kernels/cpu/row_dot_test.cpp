@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize.h"
 
@@ -99,6 +100,12 @@ RowDotParams params(const Problem& p, std::vector<float>& y, int64_t r0, int64_t
   rp.row_begin = r0;
   rp.row_end = r1;
   return rp;
+}
+
+std::vector<uint8_t> fp8_marks(const Problem& p) {
+  std::vector<uint8_t> m(fp8_marks_row_bytes(p.cols) * size_t(p.rows));
+  fp8_mark_blocks(p.w.data(), p.w_stride, p.rows, p.cols, m.data());
+  return m;
 }
 
 double abs_dot(const Problem& p, int64_t r, int64_t t) {
@@ -351,7 +358,8 @@ TEST(RowDot, FloatRowsSumInLlamaCppsAvx512Orders) {
 
 // One token takes its own FP8 loop at the AVX-512 levels where the columns
 // are whole scale blocks; it keeps the tiles' order, so token 0 of a batch
-// (whose two tokens share its activation row) gives the same floats.
+// (whose two tokens share its activation row) gives the same floats, with
+// the weights' marks or without (every row's block 0 holds subnormals).
 TEST(RowDot, Fp8OneTokenSumsAsTheTiles) {
   std::mt19937 rng(81);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
@@ -365,8 +373,20 @@ TEST(RowDot, Fp8OneTokenSumsAsTheTiles) {
       RowDotParams po = params(p, y_one, 1, 22);
       po.n_tokens = 1;
       row_dot_for(isa, DType::kF8E4M3)(po);
+      // marked (fp8_marks.h), and with every block marked: the same floats
+      const std::vector<uint8_t> marks = fp8_marks(p);
+      const std::vector<uint8_t> all(marks.size(), 0xFF);
+      std::vector<float> y_marked, y_all;
+      RowDotParams pm = params(p, y_marked, 1, 22), pa = params(p, y_all, 1, 22);
+      pm.n_tokens = pa.n_tokens = 1;
+      pm.fp8_marks = marks.data();
+      pa.fp8_marks = all.data();
+      row_dot_for(isa, DType::kF8E4M3)(pm);
+      row_dot_for(isa, DType::kF8E4M3)(pa);
       for (int64_t r = 0; r < p.rows + 2; ++r) {
         ASSERT_EQ(y_one[size_t(r)], y_two[size_t(r)]) << "row " << r;
+        ASSERT_EQ(y_marked[size_t(r)], y_two[size_t(r)]) << "marked, row " << r;
+        ASSERT_EQ(y_all[size_t(r)], y_two[size_t(r)]) << "all marked, row " << r;
         if (r >= 1 && r < 22) {
           ASSERT_EQ(y_two[size_t(r)], y_two[size_t(p.rows + 2 + r)]) << "row " << r;
         }
@@ -376,10 +396,11 @@ TEST(RowDot, Fp8OneTokenSumsAsTheTiles) {
 }
 
 // The one-token loop widens with bit maps that cannot take +-0, the
-// subnormals and NaN; a block holding one goes through the tables. Every
-// such byte, in blocks of the 4-row groups and of the remainder row: the
-// same floats as the tiles, and NaN for NaN at every level (the generic
-// kernel's; the fp16 route of avx2 and avx512 once made it finite).
+// subnormals and NaN; a block holding one goes through the tables, found by
+// its search or by the weights' marks. Every such byte, in blocks of the
+// 4-row groups and of the remainder row: the same floats as the tiles, and
+// NaN for NaN at every level (the generic kernel's; the fp16 route of avx2
+// and avx512 once made it finite).
 TEST(RowDot, Fp8OneTokenTakesEveryByteTheBitMapsCannot) {
   std::mt19937 rng(82);
   std::vector<uint8_t> special = {0x00, 0x80, 0x7F, 0xFF};
@@ -392,17 +413,24 @@ TEST(RowDot, Fp8OneTokenTakesEveryByteTheBitMapsCannot) {
       std::copy(p.a.begin(), p.a.begin() + std::ptrdiff_t(p.a_stride), p.a.begin() + std::ptrdiff_t(p.a_stride));
       const int64_t row = int64_t(k % 9), col = 128 * int64_t(1 + k % 2) + int64_t(k * 37 % 128);
       p.w[size_t(row) * p.w_stride + size_t(col)] = special[k];
-      std::vector<float> y_two, y_one;
+      std::vector<float> y_two, y_one, y_marked;
       row_dot_for(isa, DType::kF8E4M3)(params(p, y_two, 0, 9));
       RowDotParams po = params(p, y_one, 0, 9);
       po.n_tokens = 1;
       row_dot_for(isa, DType::kF8E4M3)(po);
+      const std::vector<uint8_t> marks = fp8_marks(p);
+      RowDotParams pm = params(p, y_marked, 0, 9);
+      pm.n_tokens = 1;
+      pm.fp8_marks = marks.data();
+      row_dot_for(isa, DType::kF8E4M3)(pm);
       for (int64_t r = 0; r < 9; ++r) {
-        const float one = y_one[size_t(r)], two = y_two[size_t(r)];
+        const float one = y_one[size_t(r)], two = y_two[size_t(r)], marked = y_marked[size_t(r)];
         if ((special[k] & 0x7F) == 0x7F && r == row) {
-          EXPECT_TRUE(std::isnan(one) && std::isnan(two)) << "row " << r << ": " << one << " " << two;
+          EXPECT_TRUE(std::isnan(one) && std::isnan(two) && std::isnan(marked))
+              << "row " << r << ": " << one << " " << two << " " << marked;
         } else {
           EXPECT_EQ(one, two) << "row " << r;
+          EXPECT_EQ(marked, two) << "marked, row " << r;
         }
       }
     }
