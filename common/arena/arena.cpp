@@ -70,6 +70,11 @@ Arena Arena::open(const std::string& path) {
     try {
       a.reader_ = std::make_unique<capnp::FlatArrayMessageReader>(words, manifest_limits(h.manifest_bytes));
       m = a.reader_->getRoot<proto::Manifest>();
+      // Another layout version stores some layout's bytes otherwise (q4_k_x4's
+      // meta in 5, q8_0_x4's w + 128 in 4) under the same name.
+      if (m.getLayoutVersion() != kLayoutVersion)
+        fail_invalid("built for kernel layout version {}, this build reads version {}", m.getLayoutVersion(),
+                     kLayoutVersion);
       a.source_path_ = m.getSourcePath();
       a.architecture_ = m.getArchitecture();
       a.source_is_hf_ = m.getSourceFormat() == proto::SourceFormat::HUGGING_FACE;

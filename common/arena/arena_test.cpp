@@ -12,8 +12,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include "common/arena/arena_format.h"
 #include "common/arena/arena_plan.h"
 #include "common/engine/weights.h"
 #include "common/error.h"
@@ -21,6 +24,7 @@
 #include "common/shm/numa.h"
 #include "common/shm/run_dir.h"
 #include "kernels/cpu/weight_layout.h"
+#include "proto/manifest.capnp.h"
 #include "tools/gen_model/gen_model.h"
 
 namespace tandem::arena {
@@ -331,6 +335,25 @@ TEST_F(ArenaTest, CorruptArenasAreRefusedWithTheCauseAndRebuilt) {
     std::string garbage(64, '\xff');
     expect_refused(corrupt("mgarbage", [&](auto& p) { poke(p, moff, garbage.data(), garbage.size()); }),
                    "manifest");
+    // An arena of another kernel layout version (its layouts' bytes differ
+    // under the same names): the manifest rewritten with version 4.
+    const uint64_t mbytes = a.header().manifest_bytes;
+    kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(
+                                              reinterpret_cast<const uint8_t*>(&a.header()) + moff),
+                                          mbytes / 8);
+    capnp::FlatArrayMessageReader reader(words);
+    capnp::MallocMessageBuilder b;
+    b.setRoot(reader.getRoot<proto::Manifest>());
+    b.getRoot<proto::Manifest>().setLayoutVersion(4);
+    const kj::Array<capnp::word> old = capnp::messageToFlatArray(b);
+    const uint64_t old_bytes = old.asBytes().size();
+    ASSERT_LE(old_bytes, mbytes);
+    expect_refused(corrupt("layout4",
+                           [&](auto& p) {
+                             poke(p, moff, old.asBytes().begin(), old_bytes);
+                             poke(p, offsetof(ArenaHeader, manifest_bytes), &old_bytes, 8);
+                           }),
+                   "kernel layout version 4, this build reads version 5");
   }
   // open_or_build replaces a corrupt arena and says why.
   std::string p = corrupt("rebuild", [&](auto& q) { poke(q, 0, "XXXX", 4); });

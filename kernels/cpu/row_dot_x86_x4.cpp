@@ -38,29 +38,43 @@ inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
 }
 #endif
 
-// Per 128-bit lane (one row's meta: 12 scale bytes, d, dmin): ggml's 6-bit
-// scales and mins to bytes 0..7 and 8..15 (as k4_unpack_vec, four rows at
-// once), then the shuffles that place them where the sums are.
+// Per 128-bit lane (one row's meta, weight_layout.h: word h holds sc[4h..],
+// m[4h..] and d or dmin): the sub-block scales where the sums are, as
+// dwords (r, c) of the even (2c) and odd (2c + 1) sub-blocks, and the 8
+// mins as words. With VBMI one vpmultishiftqb per vector lifts each value
+// out of its lane's word (and an and clears the bits above it); without,
+// a dword or byte shuffle and per-element shifts.
 struct Meta {
-  __m512i c1, k1, k2, c2, even, odd, mins;
-  __m512i halves, pick;
-  Meta()
-      : c1(in_lanes(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11))),
-        k1(in_lanes(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0))),
-        k2(in_lanes(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15))),
-        c2(in_lanes(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7))),
-        even(in_lanes(_mm_setr_epi8(0, -1, -1, -1, 2, -1, -1, -1, 4, -1, -1, -1, 6, -1, -1, -1))),
-        odd(in_lanes(_mm_setr_epi8(1, -1, -1, -1, 3, -1, -1, -1, 5, -1, -1, -1, 7, -1, -1, -1))),
-        mins(in_lanes(_mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1))),
-        halves(_mm512_castsi128_si512(_mm_setr_epi16(6, 7, 14, 15, 22, 23, 30, 31))),
-        pick(_mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0)) {}
-  __m512i unpack(__m512i v) const {
-    const __m512i a = _mm512_shuffle_epi8(v, c1);
-    const __m512i lo = _mm512_and_si512(a, k1);
-    const __m512i top = _mm512_and_si512(_mm512_srli_epi16(a, 4), k2);
-    const __m512i b = _mm512_shuffle_epi8(v, c2);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 2), _mm512_set1_epi8(0x30));
-    return _mm512_or_si512(_mm512_or_si512(lo, top), hi);
+#if defined(__AVX512VBMI__)
+  // bit offsets in each 64-bit word, byte by byte: even sc at 0, 12; odd at
+  // 6, 18; mins at 24, 30, 36, 42
+  __m512i ctl_even = _mm512_set1_epi64(0x0000000C00000000ll), ctl_odd = _mm512_set1_epi64(0x0000001200000006ll);
+  __m512i ctl_mins = _mm512_set1_epi64(0x002A0024001E0018ll);
+#else
+  __m512i shift_even = _mm512_set1_epi64(0x0000000C00000000ll), shift_odd = _mm512_set1_epi64(0x0000001200000006ll);
+  // mins: word j of each half from bytes (3, 4), (3, 4), (4, 5), (5, 6) of its word, shifted by 0, 6, 4, 2
+  __m512i min_bytes = in_lanes(_mm_setr_epi8(3, 4, 3, 4, 4, 5, 5, 6, 11, 12, 11, 12, 12, 13, 13, 14));
+  __m512i shift_mins = _mm512_set1_epi64(0x0002000400060000ll);
+#endif
+  __m512i keep_dw = _mm512_set1_epi64(0x0000003F0000003Fll), keep_w = _mm512_set1_epi64(0x003F003F003F003Fll);
+  // d, dmin (words 3 and 7 of each row): of one group, and of two groups
+  // interleaved per row (m[g] words 0-31, m[g + 1] words 32-63)
+  __m512i halves = _mm512_castsi128_si512(_mm_setr_epi16(3, 7, 11, 15, 19, 23, 27, 31));
+  __m512i pair_halves =
+      _mm512_castsi256_si512(_mm256_setr_epi16(3, 7, 35, 39, 11, 15, 43, 47, 19, 23, 51, 55, 27, 31, 59, 63));
+  __m512i pick = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+
+  void scales(__m512i m, __m512i& sc_even, __m512i& sc_odd, __m512i& mins) const {
+#if defined(__AVX512VBMI__)
+    sc_even = _mm512_and_si512(_mm512_multishift_epi64_epi8(ctl_even, m), keep_dw);
+    sc_odd = _mm512_and_si512(_mm512_multishift_epi64_epi8(ctl_odd, m), keep_dw);
+    mins = _mm512_and_si512(_mm512_multishift_epi64_epi8(ctl_mins, m), keep_w);
+#else
+    const __m512i lows = _mm512_shuffle_epi32(m, _MM_PERM_CCAA);  // each word's low dword, twice
+    sc_even = _mm512_and_si512(_mm512_srlv_epi32(lows, shift_even), keep_dw);
+    sc_odd = _mm512_and_si512(_mm512_srlv_epi32(lows, shift_odd), keep_dw);
+    mins = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_epi8(m, min_bytes), shift_mins), keep_w);
+#endif
   }
 };
 
@@ -106,11 +120,16 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
   constexpr size_t kAhead = ahead(T);
   const Meta meta;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(char(0xF0));
-  __m256 acc[G][T];
+  __m256 acc[G][T];  // odd G: lanes (sum, min) of rows 0..3
+  __m512 pair_acc[(G + 1) / 2][T];  // even G: per 128-bit lane r, (sum, min) of group g then g + 1
 #pragma GCC unroll 4
   for (auto& row : acc)
 #pragma GCC unroll 4
     for (auto& v : row) v = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (auto& row : pair_acc)
+#pragma GCC unroll 4
+    for (auto& v : row) v = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const size_t woff = size_t(b) * kQ4KX4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
     // One line per group here (the scales' line), then one per 64 weight
@@ -148,22 +167,22 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
       }
     }
     __m512i bsums[T];
-    __m256 dx[T];
+    float dx[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = act[t] + aoff;
       const __m256i bs = load256(xb + offsetof(BlockQ8_K, bsums));
       bsums[t] = in_lanes(_mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-      dx[t] = _mm256_set1_ps(load_unaligned<float>(xb));
+      dx[t] = load_unaligned<float>(xb);
     }
+    // Each group's exact (sum, min) per row and token: lanes (r, c) of
+    // isum and imin, c = the 64-value chunk (or pair of mins).
+    __m512i isum[G][T], imin[G][T], m[G];
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
-      const __m512i m = _mm512_loadu_si512(grp[g] + woff);
-      const __m512i u = meta.unpack(m);
-      const __m512i sc_even = _mm512_shuffle_epi8(u, meta.even), sc_odd = _mm512_shuffle_epi8(u, meta.odd);
-      const __m512i mins = _mm512_shuffle_epi8(u, meta.mins);
-      // d, dmin of rows 0..3, interleaved as the sums below
-      const __m256 dd = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(meta.halves, m)));
+      m[g] = _mm512_loadu_si512(grp[g] + woff);
+      __m512i sc_even, sc_odd, mins;
+      meta.scales(m[g], sc_even, sc_odd, mins);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         __m512i d0 = D[g][t][0][0], d1 = D[g][t][1][0];
@@ -172,26 +191,73 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
           d1 = _mm512_add_epi32(d1, D[g][t][1][1]);
         }
         if constexpr (kHighTimes16) d1 = _mm512_srai_epi32(d1, 4);
-        const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(d0, sc_even), _mm512_mullo_epi32(d1, sc_odd));
-        const __m512i imin = _mm512_madd_epi16(mins, bsums[t]);
-        // per lane: (isum, imin) summed over its 4 dwords into dwords 0, 1
-        const __m512i s1 = _mm512_add_epi32(_mm512_unpacklo_epi32(isum, imin), _mm512_unpackhi_epi32(isum, imin));
-        const __m512i s2 = _mm512_add_epi32(s1, _mm512_shuffle_epi32(s1, _MM_PERM_BADC));
-        const __m256i sums = _mm512_castsi512_si256(_mm512_permutexvar_epi32(meta.pick, s2));
-        acc[g][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dd, dx[t]), acc[g][t]);
+        isum[g][t] = _mm512_add_epi32(_mm512_mullo_epi32(d0, sc_even), _mm512_mullo_epi32(d1, sc_odd));
+        imin[g][t] = _mm512_madd_epi16(mins, bsums[t]);
+      }
+    }
+    if constexpr (G % 2 == 0) {
+      // Two groups' sums reduced together: per 128-bit lane (row r), the
+      // dwords (sum, min) of group g, then of group g + 1, against d, dmin of
+      // both in the same order (one vpermt2w and one conversion per pair).
+#pragma GCC unroll 2
+      for (int g = 0; g < G; g += 2) {
+        const __m512 dd =
+            _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(m[g], meta.pair_halves, m[g + 1])));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m512i s0 = _mm512_add_epi32(_mm512_unpacklo_epi32(isum[g][t], imin[g][t]),
+                                              _mm512_unpackhi_epi32(isum[g][t], imin[g][t]));
+          const __m512i s1 = _mm512_add_epi32(_mm512_unpacklo_epi32(isum[g + 1][t], imin[g + 1][t]),
+                                              _mm512_unpackhi_epi32(isum[g + 1][t], imin[g + 1][t]));
+          const __m512i sums = _mm512_add_epi32(_mm512_unpacklo_epi64(s0, s1), _mm512_unpackhi_epi64(s0, s1));
+          pair_acc[g / 2][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums),
+                                               _mm512_mul_ps(dd, _mm512_set1_ps(dx[t])), pair_acc[g / 2][t]);
+        }
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        // d, dmin of rows 0..3, interleaved as the sums below
+        const __m256 dd = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(meta.halves, m[g])));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          // per lane: (isum, imin) summed over its 4 dwords into dwords 0, 1
+          const __m512i s1 = _mm512_add_epi32(_mm512_unpacklo_epi32(isum[g][t], imin[g][t]),
+                                              _mm512_unpackhi_epi32(isum[g][t], imin[g][t]));
+          const __m512i s2 = _mm512_add_epi32(s1, _mm512_shuffle_epi32(s1, _MM_PERM_BADC));
+          const __m256i sums = _mm512_castsi512_si256(_mm512_permutexvar_epi32(meta.pick, s2));
+          acc[g][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dd, _mm256_set1_ps(dx[t])), acc[g][t]);
+        }
       }
     }
   }
+  if constexpr (G % 2 == 0) {
+#pragma GCC unroll 2
+    for (int g = 0; g < G; g += 2)
 #pragma GCC unroll 4
-  for (int g = 0; g < G; ++g)
+      for (int t = 0; t < T; ++t) {
+        // lanes 4r, 4r + 2: sum - min of row r of group g, g + 1
+        alignas(64) float out[16];
+        _mm512_store_ps(out, _mm512_sub_ps(pair_acc[g / 2][t], _mm512_permute_ps(pair_acc[g / 2][t], 0xB1)));
+        float* yt = y + size_t(t) * y_row_stride;
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      // rows 0..3: sum - min, from lanes (0, 1), (2, 3), (4, 5), (6, 7)
-      const __m128 lo = _mm256_castps256_ps128(acc[g][t]), hi = _mm256_extractf128_ps(acc[g][t], 1);
-      _mm_storeu_ps(y + size_t(t) * y_row_stride + size_t(row0[g]),
-                    _mm_sub_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))));
-    }
+        for (int r = 0; r < 4; ++r) {
+          yt[row0[g] + r] = out[4 * r];
+          yt[row0[g + 1] + r] = out[4 * r + 2];
+        }
+      }
+  } else {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        // rows 0..3: sum - min, from lanes (0, 1), (2, 3), (4, 5), (6, 7)
+        const __m128 lo = _mm256_castps256_ps128(acc[g][t]), hi = _mm256_extractf128_ps(acc[g][t], 1);
+        _mm_storeu_ps(y + size_t(t) * y_row_stride + size_t(row0[g]),
+                      _mm_sub_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))));
+      }
+  }
 }
 
 // A q8_0_x4 block is 136 bytes: three lines `ahead` bytes on cover every

@@ -16,6 +16,42 @@ constexpr size_t kQ8KQs = offsetof(BlockQ8_K, qs);
 constexpr size_t group_qs(int r, int s, int c) { return 64 + 64 * size_t(s) + 16 * size_t(r) + 4 * size_t(c); }
 constexpr size_t row_qs(int s, int c) { return kQsOffset + 32 * size_t(c) + 4 * size_t(s); }
 
+// A row's q4_k_x4 meta (weight_layout.h): two little-endian words, word h
+// holding sc[4h + k] at bits 6k, m[4h + k] at bits 24 + 6k (k = 0..3) and
+// d (h = 0) or dmin (h = 1) at bits 48..63.
+void pack_q4_k_meta(const uint8_t* block, uint8_t* meta) {
+  for (int h = 0; h < 2; ++h) {
+    uint64_t word = uint64_t(load_unaligned<uint16_t>(block + 2 * h)) << 48;
+    for (int k = 0; k < 4; ++k) {
+      uint8_t sc, m;
+      k4_scale_min(4 * h + k, block + offsetof(BlockQ4_K, scales), &sc, &m);
+      word |= uint64_t(sc) << (6 * k) | uint64_t(m) << (24 + 6 * k);
+    }
+    std::memcpy(meta + 8 * h, &word, 8);
+  }
+}
+
+// Back to d, dmin and ggml's 12 scale bytes (k4_scale_min's packing).
+void unpack_q4_k_meta(const uint8_t* meta, uint8_t* block) {
+  uint8_t sc[8], m[8];
+  for (int h = 0; h < 2; ++h) {
+    uint64_t word;
+    std::memcpy(&word, meta + 8 * h, 8);
+    const uint16_t half = uint16_t(word >> 48);
+    std::memcpy(block + 2 * h, &half, 2);
+    for (int k = 0; k < 4; ++k) {
+      sc[4 * h + k] = uint8_t((word >> (6 * k)) & 63);
+      m[4 * h + k] = uint8_t((word >> (24 + 6 * k)) & 63);
+    }
+  }
+  uint8_t* q = block + offsetof(BlockQ4_K, scales);
+  for (int j = 0; j < 4; ++j) {
+    q[j] = uint8_t(sc[j] | (sc[j + 4] >> 4) << 6);
+    q[j + 4] = uint8_t(m[j] | (m[j + 4] >> 4) << 6);
+    q[j + 8] = uint8_t((sc[j + 4] & 0xF) | (m[j + 4] & 0xF) << 4);
+  }
+}
+
 }  // namespace
 
 LayoutBlocks layout_blocks(WeightLayout l) {
@@ -78,8 +114,7 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
       for (int k = 0; k < 32; ++k) g[8 + 32 * r + k] = uint8_t(rows[r][2 + k] ^ 0x80);  // w + 128
       continue;
     }
-    std::memcpy(g + 16 * r, rows[r] + offsetof(BlockQ4_K, scales), kKScaleBytes);
-    std::memcpy(g + 16 * r + 12, rows[r], 4);  // d, dmin
+    pack_q4_k_meta(rows[r], g + 16 * r);
     for (int s = 0; s < 8; ++s)
       for (int c = 0; c < 4; ++c) std::memcpy(g + group_qs(r, s, c), rows[r] + row_qs(s, c), 4);
   }
@@ -97,8 +132,7 @@ void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) 
       for (int k = 0; k < 32; ++k) rows[r][2 + k] = uint8_t(g[8 + 32 * r + k] ^ 0x80);
       continue;
     }
-    std::memcpy(rows[r] + offsetof(BlockQ4_K, scales), g + 16 * r, kKScaleBytes);
-    std::memcpy(rows[r], g + 16 * r + 12, 4);
+    unpack_q4_k_meta(g + 16 * r, rows[r]);
     for (int s = 0; s < 8; ++s)
       for (int c = 0; c < 4; ++c) std::memcpy(rows[r] + row_qs(s, c), g + group_qs(r, s, c), 4);
   }

@@ -4,7 +4,12 @@
 //
 // "q4_k_x4" (Q4_K, rows a multiple of 4): every 4 rows form a group, and a
 // group's super-block b (576 bytes, the 4 rows' blocks b) is stored as
-//   meta[64]: row r at 16r: its 12 scale bytes, d, dmin (fp16);
+//   meta[64]: row r at 16r: two little-endian 64-bit words, word h with the
+//             6-bit scales sc[4h..4h+3] at bits 0, 6, 12, 18, the mins
+//             m[4h..4h+3] at bits 24, 30, 36, 42, and d (h = 0) or dmin
+//             (h = 1, fp16) at bits 48..63: ggml's 12 scale bytes
+//             re-cut so that each word holds the values its half of the
+//             row's 128-bit lane needs (one vpmultishiftqb per vector);
 //   qs[512]:  byte 64s + 16r + 4c + k = row r's qs[32c + 4s + k]
 //             (s = 0..7, c = 0..3 the 64-value chunk, k = 0..3),
 // so one 64-byte load gives each row's 4 bytes of every chunk at step s, one
