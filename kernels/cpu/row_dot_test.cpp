@@ -472,6 +472,11 @@ TEST(RowDot, ChecksRefuseBadShapes) {
   rp = params(p, y, 0, 6);
   rp.a_row_bytes = 8;
   EXPECT_THROW(row_dot_check(rp), Error);
+  rp = params(p, y, 0, 6);
+  EXPECT_NO_THROW(row_dot_check(rp));
+  const uint8_t marks[6] = {};
+  rp.fp8_marks = marks;  // FP8 marks for BF16 weights
+  EXPECT_THROW(row_dot_check(rp), Error);
 }
 
 }  // namespace

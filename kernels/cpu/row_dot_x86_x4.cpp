@@ -112,7 +112,7 @@ struct Q8_0X4Blocks : Q8_0X4 {
                    size_t y_row_stride, const int64_t (&row0)[G]);
 };
 
-// acc[g][t] lanes: (sum, min) of rows 0..3.
+// Sums in acc (odd G) or pair_acc (even G), as declared below.
 template <int G, int T>
 void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                  size_t y_row_stride, const int64_t (&row0)[G]) {

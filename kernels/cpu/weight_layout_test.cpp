@@ -100,6 +100,41 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_THROW(repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, w.data(), 6, 256), Error);
 }
 
+// q4_k_x4's meta by its definition (weight_layout.h), from blocks of random
+// bytes (every one of the 96 scale bits and d, dmin free): row r's word h at
+// 16r + 8h holds sc[4h + k] at bits 6k, m[4h + k] at 24 + 6k, d or dmin at
+// 48; and back to the same bytes.
+TEST(WeightLayout, Q4KX4MetaHoldsEachScaleAndMinWhereTheKernelReadsIt) {
+  std::mt19937 rng(6);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<uint8_t> blocks(4 * sizeof(BlockQ4_K));
+    for (auto& b : blocks) b = uint8_t(rng());
+    const uint8_t* rows[4];
+    for (int r = 0; r < 4; ++r) rows[r] = blocks.data() + r * sizeof(BlockQ4_K);
+    std::vector<uint8_t> g(kQ4KX4GroupBlock);
+    pack_group_block(WeightLayout::kQ4KX4, rows, g.data());
+    for (int r = 0; r < 4; ++r)
+      for (int h = 0; h < 2; ++h) {
+        uint64_t word;
+        std::memcpy(&word, g.data() + 16 * r + 8 * h, 8);
+        uint16_t half;
+        std::memcpy(&half, rows[r] + 2 * h, 2);
+        ASSERT_EQ(word >> 48, half) << "row " << r << " word " << h;
+        for (int k = 0; k < 4; ++k) {
+          uint8_t sc, m;
+          k4_scale_min(4 * h + k, rows[r] + offsetof(BlockQ4_K, scales), &sc, &m);
+          ASSERT_EQ((word >> (6 * k)) & 63, sc) << "row " << r << " scale " << 4 * h + k;
+          ASSERT_EQ((word >> (24 + 6 * k)) & 63, m) << "row " << r << " min " << 4 * h + k;
+        }
+      }
+    std::vector<uint8_t> back(blocks.size());
+    uint8_t* out[4];
+    for (int r = 0; r < 4; ++r) out[r] = back.data() + r * sizeof(BlockQ4_K);
+    unpack_group_block(WeightLayout::kQ4KX4, g.data(), out);
+    ASSERT_EQ(back, blocks);
+  }
+}
+
 TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
   std::mt19937 rng(5);
   for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kBF16}) {
