@@ -1,7 +1,6 @@
 // The float row dots of one level (see row_dot_x86_tile.h): F32, BF16 and
 // FP8 E4M3 with 128x128 block scales, widened to f32 lanes, or through
 // vdpbf16ps at the avx512bf16 level.
-#include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/fp8_tables.h"
 #include "kernels/cpu/row_dot_x86_tile.h"
 
@@ -339,103 +338,6 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
   }
 }
 
-#if defined(__GFNI__)
-// One scale block of one row through the tables (exact for every byte),
-// against activations already in the tables' order: the one-token loop's
-// way out for the blocks its bit maps cannot take. Kept out of line, so the
-// loop keeps its registers. Not fp8_span<1, 1>, whose lanes are the same: it
-// permutes the activations again per 64 columns (measured through it, the
-// loop ran 3-20% slower with hot weights whose subnormals send some blocks here).
-[[gnu::noinline, gnu::cold]] __m512 fp8_block_by_tables(const uint8_t* w, const uint8_t* xp) {
-  const Fp8Widener fp8;
-  __m512 acc = _mm512_setzero_ps();
-  for (int c = 0; c < int(kFp8ScaleBlock); c += 64) {
-    __m512i wa, wb;
-    fp8.widen(_mm512_loadu_si512(w + c), wa, wb);
-    acc = _mm512_dpbf16_ps(acc, (__m512bh)wa, (__m512bh)_mm512_load_si512(xp + 2 * c));
-    acc = _mm512_dpbf16_ps(acc, (__m512bh)wb, (__m512bh)_mm512_load_si512(xp + 2 * c + 64));
-  }
-  return acc;
-}
-
-// One token, R rows (drive's quarters), whole scale blocks: Fp8Tile<R, 1>'s
-// lanes and order, as one loop with the rows and their scales in registers
-// (through the tile driver the compiler kept the row pointers and the
-// prefetch state on the stack). xp: the token's activations in the tables'
-// order (kFp8OrderA then kFp8OrderB for each 64 columns), permuted once per
-// call instead of once per 4 rows.
-//
-// The weights widen through Fp8BitWidener's bit maps (4 instructions per 64
-// weights where the tables take 5, two of them vpermi2b, which Intel's cores
-// run at half rate), as values times 2^8; a block of a row that holds one
-// of the 18 bytes the maps cannot take (+-0, subnormals, NaN) is summed
-// again through the tables. Both sum the same products in the same lanes,
-// the bit maps' 2^8 times as large, so the floats are the tables' (bf16
-// products are exact in f32, and scaling by 2^8 moves no rounding).
-// Measured with the weights in cache (one thread, an Intel Xeon with AMX,
-// 256 rows of 2048 or 7168): 12-13 GB/s of FP8 through the tables with the
-// permutes per 4 rows, 16-18 GB/s this way; without the search for the 18
-// bytes it would be 20.
-//
-// Marked (p.fp8_marks, fp8_marks.h): the blocks that need the tables are
-// known, and the loop does no search: 6 vector instructions per 64 weights
-// instead of 8. Same floats; with the weights in cache (one thread, 768 to
-// 7168 rows of 2048 to 7168), 1.14-1.16x where about 5% of the blocks are
-// marked, 1.25-1.31x where none is. Not kept: skipping the bit maps for a
-// marked row's block (the other rows' blocks then went one by one): 1.02x
-// in L2, 0.93-0.95x from L3.
-template <int R, bool kMarked>
-void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* xp) {
-  const Fp8BitWidener fp8;
-  const __m512i below = _mm512_set1_epi8(kFp8SpecialBelow);
-  const size_t marks_row = fp8_marks_row_bytes(p.cols);
-  const uint8_t* w[R];
-  const float* sc[R];
-  const uint8_t* mk[R];
-  __m512 sum[R];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) {
-    w[i] = p.w + size_t(rows[i]) * p.w_row_stride;
-    sc[i] = p.scales + size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride;
-    mk[i] = kMarked ? p.fp8_marks + size_t(rows[i]) * marks_row : nullptr;
-    sum[i] = _mm512_setzero_ps();
-  }
-  for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
-    __m512 blk[R];
-    __m512i low[R];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) blk[i] = _mm512_setzero_ps(), low[i] = _mm512_set1_epi8(-1);
-#pragma GCC unroll 2
-    for (int64_t c = c0; c < c0 + kFp8ScaleBlock; c += 64) {
-      const __m512i xa = _mm512_load_si512(xp + 2 * c), xb = _mm512_load_si512(xp + 2 * c + 64);
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-        // past a row's end: the next row of the quarter, where rows are contiguous
-        _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kPrefetch), _MM_HINT_T0);
-        const __m512i q = _mm512_loadu_si512(w[i] + c);
-        if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
-        __m512i wa, wb;
-        fp8.widen(q, wa, wb);
-        blk[i] = _mm512_dpbf16_ps(blk[i], (__m512bh)wa, (__m512bh)xa);
-        blk[i] = _mm512_dpbf16_ps(blk[i], (__m512bh)wb, (__m512bh)xb);
-      }
-    }
-    const int64_t b = c0 / kFp8ScaleBlock;
-#pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      const float s = sc[i][b];
-      const bool tables = kMarked ? ((mk[i][b / 8] >> (b % 8)) & 1) != 0
-                                  : _mm512_cmplt_epu8_mask(low[i], below) != 0;
-      if (__builtin_expect(tables, 0))
-        sum[i] = _mm512_fmadd_ps(fp8_block_by_tables(w[i] + c0, xp + 2 * c0), _mm512_set1_ps(s), sum[i]);
-      else
-        sum[i] = _mm512_fmadd_ps(blk[i], _mm512_set1_ps(s * 0x1p-8f), sum[i]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) p.y[rows[i]] = vsum(sum[i]);
-}
-#endif
 
 #else
 template <int R, int T>
@@ -477,47 +379,11 @@ struct Fp8Tile {
   }
 };
 
-#if defined(__AVX512VBMI__) && defined(__GFNI__)
-// The most columns the one-token loop permutes activations for (on the
-// stack: 32 KiB); wider matrices take the tiles.
-constexpr int64_t kFp8OneTokenMaxCols = 16384;
-
-// The rows in four far-apart streams (the range's quarters), then the rest one by one.
-template <bool kMarked>
-void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* xp) {
-  const int64_t n = p.row_end - p.row_begin, q = n / 4;
-  for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
-  for (int64_t j = 0; j < q; ++j) {
-    const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,
-                             p.row_begin + 3 * q + j};
-    fp8_one_token_rows<4, kMarked>(p, rows, xp);
-  }
-  for (int64_t r = p.row_begin + 4 * q; r < p.row_end; ++r) {
-    const int64_t rows[1] = {r};
-    fp8_one_token_rows<1, kMarked>(p, rows, xp);
-  }
-}
-
-// drive<Fp8Tile>, with fp8_one_token_rows for one token over whole blocks.
+// drive<Fp8Tile>, or one token's own loop where it takes the call
+// (row_dot_x86_fp8_one_token.cpp).
 void fp8_rows(const RowDotParams& p) {
-  if (p.n_tokens != 1 || p.cols % kFp8ScaleBlock != 0 || p.gemm_order || p.cols > kFp8OneTokenMaxCols)
-    return drive<Fp8Tile>(p);
-  const uint8_t* x = activation_row(p, 0);
-  alignas(64) uint8_t xp[2 * kFp8OneTokenMaxCols];
-  const __m512i order_a = _mm512_load_si512(kFp8OrderA), order_b = _mm512_load_si512(kFp8OrderB);
-  for (int64_t c = 0; c < p.cols; c += 64) {
-    const __m512i x0 = _mm512_loadu_si512(x + 2 * c), x1 = _mm512_loadu_si512(x + 2 * c + 64);
-    _mm512_store_si512(xp + 2 * c, _mm512_permutex2var_epi16(x0, order_a, x1));
-    _mm512_store_si512(xp + 2 * c + 64, _mm512_permutex2var_epi16(x0, order_b, x1));
-  }
-  if (p.fp8_marks)
-    fp8_one_token_quarters<true>(p, xp);
-  else
-    fp8_one_token_quarters<false>(p, xp);
+  if (!try_fp8_one_token(p)) drive<Fp8Tile>(p);
 }
-#else
-void fp8_rows(const RowDotParams& p) { drive<Fp8Tile>(p); }
-#endif
 #else
 template <int R, int T> using Bf16Tile = Widened<LoadBf16>::template Tile<R, T>;
 void bf16_rows(const RowDotParams& p) {
