@@ -112,7 +112,17 @@ struct Q8_0X4Blocks : Q8_0X4 {
                    size_t y_row_stride, const int64_t (&row0)[G]);
 };
 
-// Sums in acc (odd G) or pair_acc (even G), as declared below.
+// Q4KX4::tile's sums of one group (256 bits) or of a pair (512 bits). Not
+// std::conditional_t, whose template argument drops the vector attributes.
+template <bool kPair>
+struct Q4KSums {
+  using type = __m256;
+};
+template <>
+struct Q4KSums<true> {
+  using type = __m512;
+};
+
 template <int G, int T>
 void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                  size_t y_row_stride, const int64_t (&row0)[G]) {
@@ -120,16 +130,16 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
   constexpr size_t kAhead = ahead(T);
   const Meta meta;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(char(0xF0));
-  __m256 acc[G][T];  // odd G: lanes (sum, min) of rows 0..3
-  __m512 pair_acc[(G + 1) / 2][T];  // even G: per 128-bit lane r, (sum, min) of group g then g + 1
+  // The sums: odd G, per group, lanes (sum, min) of rows 0..3; even G
+  // (kPaired), per pair of groups, per 128-bit lane r, (sum, min) of group
+  // g then g + 1.
+  constexpr bool kPaired = G % 2 == 0;
+  using Acc = typename Q4KSums<kPaired>::type;
+  Acc acc[kPaired ? G / 2 : G][T];
 #pragma GCC unroll 4
   for (auto& row : acc)
 #pragma GCC unroll 4
-    for (auto& v : row) v = _mm256_setzero_ps();
-#pragma GCC unroll 4
-  for (auto& row : pair_acc)
-#pragma GCC unroll 4
-    for (auto& v : row) v = _mm512_setzero_ps();
+    for (auto& v : row) v = Acc{};
   for (int64_t b = 0; b < nb; ++b) {
     const size_t woff = size_t(b) * kQ4KX4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
     // One line per group here (the scales' line), then one per 64 weight
@@ -195,7 +205,7 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
         imin[g][t] = _mm512_madd_epi16(mins, bsums[t]);
       }
     }
-    if constexpr (G % 2 == 0) {
+    if constexpr (kPaired) {
       // Two groups' sums reduced together: per 128-bit lane (row r), the
       // dwords (sum, min) of group g, then of group g + 1, against d, dmin of
       // both in the same order (one vpermt2w and one conversion per pair).
@@ -210,8 +220,8 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
           const __m512i s1 = _mm512_add_epi32(_mm512_unpacklo_epi32(isum[g + 1][t], imin[g + 1][t]),
                                               _mm512_unpackhi_epi32(isum[g + 1][t], imin[g + 1][t]));
           const __m512i sums = _mm512_add_epi32(_mm512_unpacklo_epi64(s0, s1), _mm512_unpackhi_epi64(s0, s1));
-          pair_acc[g / 2][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums),
-                                               _mm512_mul_ps(dd, _mm512_set1_ps(dx[t])), pair_acc[g / 2][t]);
+          acc[g / 2][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dd, _mm512_set1_ps(dx[t])), acc[g / 2][t]);
         }
       }
     } else {
@@ -231,14 +241,14 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
       }
     }
   }
-  if constexpr (G % 2 == 0) {
+  if constexpr (kPaired) {
 #pragma GCC unroll 2
     for (int g = 0; g < G; g += 2)
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         // lanes 4r, 4r + 2: sum - min of row r of group g, g + 1
         alignas(64) float out[16];
-        _mm512_store_ps(out, _mm512_sub_ps(pair_acc[g / 2][t], _mm512_permute_ps(pair_acc[g / 2][t], 0xB1)));
+        _mm512_store_ps(out, _mm512_sub_ps(acc[g / 2][t], _mm512_permute_ps(acc[g / 2][t], 0xB1)));
         float* yt = y + size_t(t) * y_row_stride;
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
