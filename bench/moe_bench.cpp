@@ -26,7 +26,9 @@
 // q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with avx512bf16,
 // "/x16"); --rowmajor keeps plain rows. FP8 experts carry their marks
 // (fp8_marks.h, made once here as a loader would; "/mk" in the table),
-// which --fp8-unmarked leaves out. --hot skips the
+// which --fp8-unmarked leaves out. --split-bf16 runs BF16 and FP8 with
+// activations of f32 precision ("/sp": MoeShape::split_bf16_activations, as
+// the expert workers run Hugging Face models). --hot skips the
 // read before each repetition (with a small --pool-gib: the kernels' speed
 // with weights in cache, their compute ceiling).
 #include <immintrin.h>
@@ -153,6 +155,7 @@ struct Options {
   bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
   bool rowmajor = false;  // keep Q4_K in rowmajor where the arena would repack it
   bool fp8_unmarked = false;  // FP8 experts without their marks
+  bool split_bf16 = false;    // MoeShape::split_bf16_activations
   int spin_us = 100'000;  // the pool threads' spin between jobs
   std::vector<DType> types = {DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K};
   std::vector<int64_t> batches = {1, 2, 4, 8, 32, 256};
@@ -305,6 +308,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
   s.down_row_stride = size_t(*tandem::bytes_for(type, uint64_t(sd.ffn)));
   s.gate_up_scale_stride = size_t((sd.hidden + 127) / 128);
   s.down_scale_stride = size_t((sd.ffn + 127) / 128);
+  s.split_bf16_activations = o.split_bf16;
   const size_t gu_bytes = s.gate_up_row_stride * size_t(sd.ffn);
   const size_t d_bytes = s.down_row_stride * size_t(sd.hidden);
   const size_t per_expert = 2 * gu_bytes + d_bytes;
@@ -427,11 +431,12 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     if (s.gate_up_layout != tk::WeightLayout::kRowMajor)
       tname += s.gate_up_layout == tk::WeightLayout::kBf16X16 ? "/x16" : "/x4";
     if (!marks.empty()) tname += "/mk";
+    if (o.split_bf16 && tk::row_dot_activation_type(type) == DType::kBF16) tname += "/sp";
     // The most of the peak this run's read allows at the row's flops per
     // weight byte (every routed expert's weights read once): the roofline.
     const double roof =
         peak > 0 && !o.hot ? std::min(1.0, median(bws) * flops / st.weight_bytes / peak) : 0.0;
-    std::printf("%-14s %-10s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n",
+    std::printf("%-14s %-13s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n",
                 sd.name.c_str(), tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),
                 100.0 * median(ratios), median(plains), 100.0 * median(plain_ratios), flops / t / 1e9,
@@ -467,6 +472,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--spin-us") o.spin_us = std::stoi(value());
     else if (a == "--rowmajor") o.rowmajor = true;
     else if (a == "--fp8-unmarked") o.fp8_unmarked = true;
+    else if (a == "--split-bf16") o.split_bf16 = true;
     else if (a == "--types") {
       o.types.clear();
       for (const auto& t : split(value())) {
@@ -483,7 +489,7 @@ Options parse(int argc, char** argv) {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
                           "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
                           "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
-                          "[--hot] [--rowmajor] [--fp8-unmarked] [--spin-us N]");
+                          "[--hot] [--rowmajor] [--fp8-unmarked] [--split-bf16] [--spin-us N]");
     }
   }
   return o;
@@ -535,7 +541,7 @@ int main(int argc, char** argv) {
                 "of the peak above, and 'roof' the most of it that 'read' allows at the row's flops per\n"
                 "weight byte (each routed expert's weights read once)\n\n",
                 o.reps);
-    std::printf("%-14s %-10s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s %6s\n", "shape", "type", "batch", "tok/exp",
+    std::printf("%-14s %-13s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s %6s\n", "shape", "type", "batch", "tok/exp",
                 "ms", "GB/s", "read", "of read", "plain", "of pl", "GFLOP/s", "of pk", "roof");
     for (const auto& name : o.shapes) {
       ShapeDef sd;

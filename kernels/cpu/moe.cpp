@@ -35,6 +35,7 @@ constexpr int64_t kTailExperts = 2;
 // Byte offsets of everything moe_forward keeps in the workspace.
 struct Layout {
   size_t xa_row, ha_row;  // converted activation rows (gate/up input, down input)
+  int64_t pa, pb;         // activation rows per token (2: split bf16) of gate/up, of down
   int64_t chunk_a, chunk_b, tasks_a, tasks_b;
   int64_t tail_chunk_b;  // the down chunk of the smallest tasks (kTailExperts)
   size_t xa, counts, slot_token, slot_of, a_rows, g, u, ha, yd, active, tasks, sync, total;
@@ -51,6 +52,11 @@ constexpr double kMinTaskBytes = 1 << 20, kMaxTaskBytes = 4 << 20;
 constexpr double kTasksPerThread = 8;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Activation rows per token for weights of type t: 2 where bf16 ones are split.
+int64_t pieces(const MoeShape& s, DType t) {
+  return s.split_bf16_activations && row_dot_activation_type(t) == DType::kBF16 ? 2 : 1;
+}
 
 double expert_bytes(const MoeShape& s) {
   return 2.0 * double(*bytes_for(s.gate_up_type, uint64_t(s.hidden))) * double(s.ffn) +
@@ -83,6 +89,8 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   const int64_t max_active = std::min<int64_t>(s.n_experts, n_assign);
   l.xa_row = row_dot_activation_bytes(s.gate_up_type, s.hidden);
   l.ha_row = row_dot_activation_bytes(s.down_type, s.ffn);
+  l.pa = pieces(s, s.gate_up_type);
+  l.pb = pieces(s, s.down_type);
   size_tasks(s, kMinTaskBytes, l);  // the most tasks: room for any call's list
   l.tail_chunk_b = l.chunk_b;
   size_t at = 0;
@@ -91,15 +99,15 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
     at = align_up(at + bytes);
     return here;
   };
-  l.xa = take(l.xa_row * size_t(max_tokens));
+  l.xa = take(l.xa_row * size_t(max_tokens * l.pa));
   l.counts = take(sizeof(int32_t) * size_t(s.n_experts + 1));
   l.slot_token = take(sizeof(int32_t) * size_t(n_assign));
   l.slot_of = take(sizeof(int32_t) * size_t(n_assign));
-  l.a_rows = take(sizeof(const uint8_t*) * size_t(n_assign));
-  l.g = take(sizeof(float) * size_t(n_assign * s.ffn));
-  l.u = take(sizeof(float) * size_t(n_assign * s.ffn));
-  l.ha = take(l.ha_row * size_t(n_assign));
-  l.yd = take(sizeof(float) * size_t(n_assign * s.hidden));
+  l.a_rows = take(sizeof(const uint8_t*) * size_t(n_assign * l.pa));
+  l.g = take(sizeof(float) * size_t(n_assign * l.pa * s.ffn));
+  l.u = take(sizeof(float) * size_t(n_assign * l.pa * s.ffn));
+  l.ha = take(l.ha_row * size_t(n_assign * l.pb));
+  l.yd = take(sizeof(float) * size_t(n_assign * l.pb * s.hidden));
   l.active = take(sizeof(int32_t) * 2 * size_t(max_active));  // expert id, first slot
   l.tasks = take(sizeof(Task) * size_t(max_active * (l.tasks_a + l.tasks_b)));
   l.sync = take(kAlign * size_t(kCounters + max_active));
@@ -149,12 +157,13 @@ struct Job {
     const int64_t e = active[2 * e_idx], s0 = active[2 * e_idx + 1];
     const int64_t m = at<int32_t>(l->counts)[e + 1] - at<int32_t>(l->counts)[e];
     const MoeExpert& x = experts[e];
-    float* g = at<float>(l->g) + size_t(s0 * s->ffn);
-    float* u = at<float>(l->u) + size_t(s0 * s->ffn);
+    const int64_t pa = l->pa, F = s->ffn;
+    float* g = at<float>(l->g) + size_t(s0 * pa * F);
+    float* u = at<float>(l->u) + size_t(s0 * pa * F);
     RowDotParams p = rows(s->gate_up_type, x.gate, s->gate_up_row_stride, s->ffn, s->hidden,
                           x.gate_scales, s->gate_up_scale_stride);
-    p.a_rows = at<const uint8_t*>(l->a_rows) + s0;
-    p.n_tokens = m;
+    p.a_rows = at<const uint8_t*>(l->a_rows) + s0 * pa;
+    p.n_tokens = m * pa;
     p.y = g;
     p.y_row_stride = size_t(s->ffn);
     p.row_begin = f0;
@@ -169,13 +178,24 @@ struct Job {
     p.fp8_marks = x.up_marks;
     p.y = u;
     k->gate_up(p);
-    for (int64_t t = 0; t < m; ++t)
-      k->ops.swiglu(g + size_t(t * s->ffn) + f0, u + size_t(t * s->ffn) + f0, f1 - f0);
+    const size_t tok = size_t(pa * F);  // floats from one token's g (or u) to the next's
+    for (int64_t t = 0; t < m; ++t) {
+      float* gt = g + t * tok + f0;
+      float* ut = u + t * tok + f0;
+      if (pa == 2) {  // hi row + lo row
+        k->ops.add_scaled(gt, gt + F, 1.0f, f1 - f0);
+        k->ops.add_scaled(ut, ut + F, 1.0f, f1 - f0);
+      }
+      k->ops.swiglu(gt, ut, f1 - f0);
+    }
     const DType act = row_dot_activation_type(s->down_type);
     const size_t off = size_t(*bytes_for(act, uint64_t(f0)));
-    convert_row_dot_activations(s->down_type, g + f0, size_t(s->ffn), m, f1 - f0,
-                                at<uint8_t>(l->ha) + size_t(s0) * l->ha_row + off, l->ha_row,
-                                k->isa, s->down_layout);
+    uint8_t* ha = at<uint8_t>(l->ha) + size_t(s0 * l->pb) * l->ha_row + off;
+    if (l->pb == 2)
+      convert_row_dot_activations_split(s->down_type, g + f0, tok, m, f1 - f0, ha, l->ha_row, k->isa);
+    else
+      convert_row_dot_activations(s->down_type, g + f0, tok, m, f1 - f0, ha, l->ha_row, k->isa,
+                                  s->down_layout);
   }
 
   void task_b(int64_t e_idx, int64_t h0, int64_t h1) const {
@@ -188,14 +208,18 @@ struct Job {
                           x.down_scales, s->down_scale_stride);
     p.layout = s->down_layout;
     p.fp8_marks = x.down_marks;
-    p.a = at<uint8_t>(l->ha) + size_t(s0) * l->ha_row;
+    const int64_t pb = l->pb, H = s->hidden;
+    p.a = at<uint8_t>(l->ha) + size_t(s0 * pb) * l->ha_row;
     p.a_row_bytes = l->ha_row;
-    p.n_tokens = m;
-    p.y = at<float>(l->yd) + size_t(s0 * s->hidden);
-    p.y_row_stride = size_t(s->hidden);
+    p.n_tokens = m * pb;
+    p.y = at<float>(l->yd) + size_t(s0 * pb * H);
+    p.y_row_stride = size_t(H);
     p.row_begin = h0;
     p.row_end = h1;
     k->down(p);
+    if (pb == 2)  // hi row + lo row, into the hi row
+      for (int64_t t = 0; t < m; ++t)
+        k->ops.add_scaled(p.y + size_t(2 * t * H) + h0, p.y + size_t((2 * t + 1) * H) + h0, 1.0f, h1 - h0);
   }
 
   // Run with ThreadPool::run_shared: every step takes its work from a
@@ -205,9 +229,13 @@ struct Job {
     // 1. convert the tokens, one at a time
     for (int64_t t = counter(kNextToken).fetch_add(1, std::memory_order_relaxed); t < b->n_tokens;
          t = counter(kNextToken).fetch_add(1, std::memory_order_relaxed)) {
-      convert_row_dot_activations(s->gate_up_type, b->x + size_t(t) * b->x_row_stride, 0, 1,
-                                  s->hidden, at<uint8_t>(l->xa) + size_t(t) * l->xa_row, l->xa_row,
-                                  k->isa, s->gate_up_layout);
+      const float* xt = b->x + size_t(t) * b->x_row_stride;
+      uint8_t* xa = at<uint8_t>(l->xa) + size_t(t * l->pa) * l->xa_row;
+      if (l->pa == 2)
+        convert_row_dot_activations_split(s->gate_up_type, xt, 0, 1, s->hidden, xa, l->xa_row, k->isa);
+      else
+        convert_row_dot_activations(s->gate_up_type, xt, 0, 1, s->hidden, xa, l->xa_row, k->isa,
+                                    s->gate_up_layout);
       counter(kConverted).fetch_add(1, std::memory_order_acq_rel);
     }
     wait_until(counter(kConverted), b->n_tokens);
@@ -239,7 +267,7 @@ struct Job {
           const int32_t slot = slot_of[t * b->top_k + k2];
           if (slot < 0) continue;
           const float w = b->expert_weights[t * b->top_k + k2];
-          k->ops.add_scaled(y + c0, yd + size_t(slot) * size_t(H) + c0, w, c1 - c0);
+          k->ops.add_scaled(y + c0, yd + size_t(slot * l->pb) * size_t(H) + c0, w, c1 - c0);
         }
       }
     }
@@ -333,7 +361,8 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
       const int32_t slot = cursor[e]++;
       slot_of[i] = slot;
       slot_token[slot] = int32_t(i / b.top_k);
-      a_rows[slot] = ws + l.xa + size_t(i / b.top_k) * l.xa_row;
+      for (int64_t p = 0; p < l.pa; ++p)
+        a_rows[slot * l.pa + p] = ws + l.xa + size_t((i / b.top_k) * l.pa + p) * l.xa_row;
     }
   }
   size_tasks(s,

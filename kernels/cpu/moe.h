@@ -45,6 +45,12 @@ struct MoeShape {
   // How the arena stores them (weight_layout.h); the repacked layouts need
   // contiguous rows (strides of one row) and row counts in whole groups.
   WeightLayout gate_up_layout = WeightLayout::kRowMajor, down_layout = WeightLayout::kRowMajor;
+  // Activations of f32 precision for the projections whose weights take bf16
+  // ones (BF16, F8_E4M3): each token's row goes in as two bf16 rows, hi and
+  // lo (convert_row_dot_activations_split), and the two dots are added.
+  // Twice the multiplies on the same weight bytes; for Hugging Face models,
+  // whose reference computes in f32. No effect on other weight types.
+  bool split_bf16_activations = false;
 };
 
 // One expert's slice. FP8 weights carry their 128x128 block scales, laid out

@@ -93,6 +93,16 @@ void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_strid
                                  size_t out_row_bytes, CpuIsa isa = CpuIsa::kGeneric,
                                  WeightLayout layout = WeightLayout::kRowMajor);
 
+// For weights whose activations are bf16 (BF16, F8_E4M3): each f32 row as two
+// bf16 rows, hi = bf16(x) at out row 2t and lo = bf16(x - hi) at row 2t+1.
+// The two dots add up to the dot with x to about 2^-17 of |x| per value
+// (bf16 alone: 2^-9), which is what a Hugging Face model's f32 reference
+// needs; a kernel given 2n rows does twice the multiplies on the same weight
+// bytes. Infinities keep lo = 0. Throws kInternal for other weight types.
+void convert_row_dot_activations_split(DType wtype, const float* x, size_t x_row_stride,
+                                       int64_t n_tokens, int64_t cols, uint8_t* out,
+                                       size_t out_row_bytes, CpuIsa isa = CpuIsa::kGeneric);
+
 // The kernel of `isa` for `wtype`: the variant's own, or the best lower
 // level's where that variant has none for the type (every type has a generic
 // one). Throws kUnsupported for types without any kernel.

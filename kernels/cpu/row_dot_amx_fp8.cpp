@@ -29,13 +29,15 @@ constexpr int64_t kScaleBlock = kFp8ScaleBlock;  // 128
 constexpr int64_t kStepCols = 512;               // columns staged at a time
 constexpr int64_t kChunkRows = 256;              // rows whose sums wait in `sums`
 constexpr int kTilesPerChunk = int(kChunkRows / kMaxM);
-// From two tokens: the avx512bf16 kernel widens each weight once per 4
-// tokens and spends two vdpbf16ps per 64 weights per token, so even two
-// tokens gain (one process, two threads, weights from DRAM, alternating:
+// From three tokens: the avx512bf16 tile kernel widens each weight once per 4
+// tokens and spends two vdpbf16ps per 64 weights per token, so these tiles
+// gained over it (one process, two threads, weights from DRAM, alternating:
 // 1.06-1.31x at 2 tokens, 1.33-1.56x at 3, 1.66-1.78x at 4, 2.2x at 5,
 // 2.5x at 6, 3.1x at 8, 5x at 16, over 2048 x 7168 gathered and 7168 x
-// 2048). One token keeps its own loop (fp8_one_token_rows).
-constexpr int64_t kMinTokensFp8 = 2;
+// 2048). One or two tokens take the bit-map loop (fp8_one_token_rows), which
+// widens each weight once for both: with two (split activations at batch 1,
+// the hot Qwen3 and DeepSeek-V3 layers, alternating) 1.5-2.1x these tiles.
+constexpr int64_t kMinTokensFp8 = 3;
 
 // Tile registers: C tmm0; A tmm1, tmm3 (the two halves of 64 columns); B tmm2, tmm4.
 void configure(int n) {

@@ -165,6 +165,39 @@ void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_strid
   }
 }
 
+void convert_row_dot_activations_split(DType wtype, const float* x, size_t x_row_stride,
+                                       int64_t n_tokens, int64_t cols, uint8_t* out,
+                                       size_t out_row_bytes, CpuIsa isa) {
+  if (row_dot_activation_type(wtype) != DType::kBF16)
+    fail(ErrorKind::kInternal, "row dot activations: {} weights take no split bf16 activations",
+         name(wtype));
+  const size_t need = row_dot_activation_bytes(wtype, cols);
+  if (out_row_bytes < need)
+    fail(ErrorKind::kInternal, "row dot activations: row of {} bytes, {} needed", out_row_bytes,
+         need);
+  const VecOps ops = vec_ops_for(isa);
+  constexpr int64_t kChunk = 256;
+  float rest[kChunk];
+  uint16_t hi[kChunk];
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + size_t(t) * x_row_stride;
+    uint8_t* o_hi = out + size_t(2 * t) * out_row_bytes;
+    uint8_t* o_lo = o_hi + out_row_bytes;
+    for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, cols - c0);
+      ops.to_bf16(xt + c0, hi, n);
+      // x - bf16(x) is exact in f32: the low bits bf16 dropped.
+      for (int64_t i = 0; i < n; ++i) {
+        const float h = bf16_to_f32(hi[i]);
+        rest[i] = std::isinf(h) ? 0.0f : xt[c0 + i] - h;
+      }
+      std::memcpy(o_hi + 2 * c0, hi, size_t(n) * 2);
+      ops.to_bf16(rest, hi, n);
+      std::memcpy(o_lo + 2 * c0, hi, size_t(n) * 2);
+    }
+  }
+}
+
 namespace {
 RowDotFn find_at(CpuIsa isa, DType wtype) {
   switch (isa) {

@@ -356,25 +356,34 @@ TEST(RowDot, FloatRowsSumInLlamaCppsAvx512Orders) {
   }
 }
 
-// One token takes its own FP8 loop at the AVX-512 levels where the columns
-// are whole scale blocks; it keeps the tiles' order, so token 0 of a batch
-// (whose two tokens share its activation row) gives the same floats, with
-// the weights' marks or without (every row's block 0 holds subnormals).
+// One or two tokens take their own FP8 loop at the AVX-512 levels where the
+// columns are whole scale blocks; it keeps the tiles' order, so the first
+// tokens of a batch of three (the tiles; tokens 0 and 1 share an activation
+// row) give the same floats, with the weights' marks or without (every
+// row's block 0 holds subnormals).
 TEST(RowDot, Fp8OneTokenSumsAsTheTiles) {
   std::mt19937 rng(81);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     if (!supports(detect_cpu_features(), isa)) continue;
     for (int64_t cols : {128, 1024, 7168}) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " cols " + std::to_string(cols));
-      Problem p = make_problem(DType::kF8E4M3, 23, cols, 2, rng);
+      Problem p = make_problem(DType::kF8E4M3, 23, cols, 3, rng);
       std::copy(p.a.begin(), p.a.begin() + std::ptrdiff_t(p.a_stride), p.a.begin() + std::ptrdiff_t(p.a_stride));
-      std::vector<float> y_two, y_one;
-      row_dot_for(isa, DType::kF8E4M3)(params(p, y_two, 1, 22));
+      std::vector<float> y_tiles, y_one, y_pair;
+      row_dot_for(isa, DType::kF8E4M3)(params(p, y_tiles, 1, 22));  // the tiles (three tokens)
+      // two tokens, tokens 1 and 2 of the batch: one widening for both
+      const std::vector<uint8_t> marks = fp8_marks(p);
+      std::vector<float> y_pair_marked;
+      RowDotParams pp = params(p, y_pair, 1, 22), ppm = params(p, y_pair_marked, 1, 22);
+      pp.a += p.a_stride, ppm.a += p.a_stride;
+      pp.n_tokens = ppm.n_tokens = 2;
+      ppm.fp8_marks = marks.data();
+      row_dot_for(isa, DType::kF8E4M3)(pp);
+      row_dot_for(isa, DType::kF8E4M3)(ppm);
       RowDotParams po = params(p, y_one, 1, 22);
       po.n_tokens = 1;
       row_dot_for(isa, DType::kF8E4M3)(po);
       // marked (fp8_marks.h), and with every block marked: the same floats
-      const std::vector<uint8_t> marks = fp8_marks(p);
       const std::vector<uint8_t> all(marks.size(), 0xFF);
       std::vector<float> y_marked, y_all;
       RowDotParams pm = params(p, y_marked, 1, 22), pa = params(p, y_all, 1, 22);
@@ -384,11 +393,16 @@ TEST(RowDot, Fp8OneTokenSumsAsTheTiles) {
       row_dot_for(isa, DType::kF8E4M3)(pm);
       row_dot_for(isa, DType::kF8E4M3)(pa);
       for (int64_t r = 0; r < p.rows + 2; ++r) {
-        ASSERT_EQ(y_one[size_t(r)], y_two[size_t(r)]) << "row " << r;
-        ASSERT_EQ(y_marked[size_t(r)], y_two[size_t(r)]) << "marked, row " << r;
-        ASSERT_EQ(y_all[size_t(r)], y_two[size_t(r)]) << "all marked, row " << r;
+        ASSERT_EQ(y_one[size_t(r)], y_tiles[size_t(r)]) << "row " << r;
+        ASSERT_EQ(y_marked[size_t(r)], y_tiles[size_t(r)]) << "marked, row " << r;
+        ASSERT_EQ(y_all[size_t(r)], y_tiles[size_t(r)]) << "all marked, row " << r;
         if (r >= 1 && r < 22) {
-          ASSERT_EQ(y_two[size_t(r)], y_two[size_t(p.rows + 2 + r)]) << "row " << r;
+          ASSERT_EQ(y_tiles[size_t(r)], y_tiles[size_t(p.rows + 2 + r)]) << "row " << r;
+          ASSERT_EQ(y_pair[size_t(r)], y_tiles[size_t(p.rows + 2 + r)]) << "pair, row " << r;
+          ASSERT_EQ(y_pair[size_t(p.rows + 2 + r)], y_tiles[size_t(2 * (p.rows + 2) + r)]) << "pair, row " << r;
+          for (size_t t : {0, 1})
+            ASSERT_EQ(y_pair_marked[t * size_t(p.rows + 2) + size_t(r)], y_pair[t * size_t(p.rows + 2) + size_t(r)])
+                << "pair marked, row " << r;
         }
       }
     }
@@ -409,12 +423,16 @@ TEST(RowDot, Fp8OneTokenTakesEveryByteTheBitMapsCannot) {
     if (!supports(detect_cpu_features(), isa)) continue;
     for (size_t k = 0; k < special.size(); ++k) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " byte " + std::to_string(special[k]));
-      Problem p = make_problem(DType::kF8E4M3, 9, 384, 2, rng);
+      Problem p = make_problem(DType::kF8E4M3, 9, 384, 3, rng);
       std::copy(p.a.begin(), p.a.begin() + std::ptrdiff_t(p.a_stride), p.a.begin() + std::ptrdiff_t(p.a_stride));
       const int64_t row = int64_t(k % 9), col = 128 * int64_t(1 + k % 2) + int64_t(k * 37 % 128);
       p.w[size_t(row) * p.w_stride + size_t(col)] = special[k];
-      std::vector<float> y_two, y_one, y_marked;
-      row_dot_for(isa, DType::kF8E4M3)(params(p, y_two, 0, 9));
+      std::vector<float> y_two, y_one, y_marked, y_pair;
+      row_dot_for(isa, DType::kF8E4M3)(params(p, y_two, 0, 9));  // the tiles (three tokens)
+      RowDotParams pp = params(p, y_pair, 0, 9);
+      pp.a += p.a_stride;  // tokens 1 (token 0's copy) and 2
+      pp.n_tokens = 2;     // the one-token loop for two
+      row_dot_for(isa, DType::kF8E4M3)(pp);
       RowDotParams po = params(p, y_one, 0, 9);
       po.n_tokens = 1;
       row_dot_for(isa, DType::kF8E4M3)(po);
@@ -425,12 +443,16 @@ TEST(RowDot, Fp8OneTokenTakesEveryByteTheBitMapsCannot) {
       row_dot_for(isa, DType::kF8E4M3)(pm);
       for (int64_t r = 0; r < 9; ++r) {
         const float one = y_one[size_t(r)], two = y_two[size_t(r)], marked = y_marked[size_t(r)];
+        const float pair0 = y_pair[size_t(r)], pair1 = y_pair[size_t(p.rows + 2 + r)];
         if ((special[k] & 0x7F) == 0x7F && r == row) {
-          EXPECT_TRUE(std::isnan(one) && std::isnan(two) && std::isnan(marked))
-              << "row " << r << ": " << one << " " << two << " " << marked;
+          EXPECT_TRUE(std::isnan(one) && std::isnan(two) && std::isnan(marked) && std::isnan(pair0) &&
+                      std::isnan(pair1))
+              << "row " << r << ": " << one << " " << two << " " << marked << " " << pair0 << " " << pair1;
         } else {
           EXPECT_EQ(one, two) << "row " << r;
           EXPECT_EQ(marked, two) << "marked, row " << r;
+          EXPECT_EQ(pair0, two) << "pair, row " << r;
+          EXPECT_EQ(pair1, y_two[size_t(2 * (p.rows + 2) + r)]) << "pair, row " << r;
         }
       }
     }
@@ -448,6 +470,48 @@ TEST(RowDot, GenericFp8IsTheScaledExactSum) {
   for (int c = 0; c < 256; ++c)
     want += double(p.w_deq[size_t(c)]) * p.a_deq[size_t(c)] * p.scales[size_t(c / 128)];
   EXPECT_NEAR(y[0], want, 1e-6 * abs_dot(p, 0, 0));
+}
+
+// Split activations: hi is what convert_row_dot_activations writes, hi + lo
+// holds x to 2^-17 of |x| (bf16 alone: 2^-9), at every level; an infinity
+// keeps lo = 0; weights whose activations are not bf16 are refused.
+TEST(RowDot, SplitActivationsHoldF32ToSixteenBits) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  const int64_t cols = 600;  // chunks of 256 and a rest
+  std::vector<float> x(size_t(2 * cols));
+  for (auto& v : x) v = nd(rng);
+  x[7] = INFINITY;
+  x[cols + 9] = -INFINITY;
+  const size_t row = row_dot_activation_bytes(DType::kBF16, cols);
+  const CpuFeatures f = detect_cpu_features();
+  for (int level = 0; level < kCpuIsaCount; ++level) {
+    if (!supports(f, CpuIsa(level))) continue;
+    SCOPED_TRACE(isa_name(CpuIsa(level)));
+    std::vector<uint8_t> split(4 * row), plain(2 * row);
+    convert_row_dot_activations_split(DType::kF8E4M3, x.data(), size_t(cols), 2, cols, split.data(), row,
+                                      CpuIsa(level));
+    convert_row_dot_activations(DType::kBF16, x.data(), size_t(cols), 2, cols, plain.data(), row);
+    for (int64_t t = 0; t < 2; ++t) {
+      ASSERT_EQ(std::memcmp(split.data() + 2 * t * row, plain.data() + t * row, size_t(2 * cols)), 0);
+      for (int64_t c = 0; c < cols; ++c) {
+        uint16_t h, l;
+        std::memcpy(&h, split.data() + 2 * t * row + 2 * c, 2);
+        std::memcpy(&l, split.data() + (2 * t + 1) * row + 2 * c, 2);
+        const float v = x[size_t(t * cols + c)];
+        if (std::isinf(v)) {
+          EXPECT_EQ(bf16_to_f32(h), v);
+          EXPECT_EQ(bf16_to_f32(l), 0.0f);
+          continue;
+        }
+        const double err = std::fabs(double(bf16_to_f32(h)) + bf16_to_f32(l) - v);
+        ASSERT_LE(err, std::ldexp(std::fabs(v), -17)) << t << " " << c << " " << v;
+      }
+    }
+  }
+  std::vector<uint8_t> out(4 * row_dot_activation_bytes(DType::kQ8_0, 64));
+  EXPECT_THROW(convert_row_dot_activations_split(DType::kQ8_0, x.data(), 64, 1, 64, out.data(), out.size() / 2),
+               Error);
 }
 
 TEST(RowDot, LowerLevelsServeTypesAVariantLacks) {

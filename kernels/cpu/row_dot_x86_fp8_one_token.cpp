@@ -1,4 +1,4 @@
-// One token's FP8 E4M3 rows at the avx512bf16 level: whole 128-column scale
+// One or two tokens' FP8 E4M3 rows at the avx512bf16 level: whole 128-column scale
 // blocks widened by GF(2) affine byte maps (fp8_tables.h), the blocks the maps
 // cannot take summed through the byte tables, found by a search or by the
 // weights' marks (fp8_marks.h). The same floats as row_dot_x86_float.cpp's
@@ -55,30 +55,40 @@ namespace {
 // marked, 1.25-1.31x where none is. Not kept: skipping the bit maps for a
 // marked row's block (the other rows' blocks then went one by one): 1.02x
 // in L2, 0.93-0.95x from L3.
-template <int R, bool kMarked>
-void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* xp) {
+//
+// Two tokens (the hi and lo rows of split activations, row_dot.h, or a
+// batch of two): each weight vector is widened once and multiplied with
+// both, each token's sums in the one-token order (so in the tiles'): 4
+// vdpbf16ps per 64 weights on the same 6 or 8 widening instructions.
+template <int R, int T, bool kMarked>
+void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const (&xp)[T]) {
   const Fp8BitWidener fp8;
   const __m512i below = _mm512_set1_epi8(kFp8SpecialBelow);
   const size_t marks_row = fp8_marks_row_bytes(p.cols);
   const uint8_t* w[R];
   const float* sc[R];
   const uint8_t* mk[R];
-  __m512 sum[R];
+  __m512 sum[R][T];
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
     w[i] = p.w + size_t(rows[i]) * p.w_row_stride;
     sc[i] = p.scales + size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride;
     mk[i] = kMarked ? p.fp8_marks + size_t(rows[i]) * marks_row : nullptr;
-    sum[i] = _mm512_setzero_ps();
+    for (int t = 0; t < T; ++t) sum[i][t] = _mm512_setzero_ps();
   }
   for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
-    __m512 blk[R];
+    __m512 blk[R][T];
     __m512i low[R];
 #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) blk[i] = _mm512_setzero_ps(), low[i] = _mm512_set1_epi8(-1);
+    for (int i = 0; i < R; ++i) {
+      low[i] = _mm512_set1_epi8(-1);
+      for (int t = 0; t < T; ++t) blk[i][t] = _mm512_setzero_ps();
+    }
 #pragma GCC unroll 2
     for (int64_t c = c0; c < c0 + kFp8ScaleBlock; c += 64) {
-      const __m512i xa = _mm512_load_si512(xp + 2 * c), xb = _mm512_load_si512(xp + 2 * c + 64);
+      __m512i xa[T], xb[T];
+      for (int t = 0; t < T; ++t)
+        xa[t] = _mm512_load_si512(xp[t] + 2 * c), xb[t] = _mm512_load_si512(xp[t] + 2 * c + 64);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
         // past a row's end: the next row of the quarter, where rows are contiguous
@@ -87,8 +97,10 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
         if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
         __m512i wa, wb;
         fp8.widen(q, wa, wb);
-        blk[i] = _mm512_dpbf16_ps(blk[i], (__m512bh)wa, (__m512bh)xa);
-        blk[i] = _mm512_dpbf16_ps(blk[i], (__m512bh)wb, (__m512bh)xb);
+        for (int t = 0; t < T; ++t) {
+          blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wa, (__m512bh)xa[t]);
+          blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wb, (__m512bh)xb[t]);
+        }
       }
     }
     const int64_t b = c0 / kFp8ScaleBlock;
@@ -97,53 +109,71 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
       const float s = sc[i][b];
       const bool tables = kMarked ? ((mk[i][b / 8] >> (b % 8)) & 1) != 0
                                   : _mm512_cmplt_epu8_mask(low[i], below) != 0;
-      if (__builtin_expect(tables, 0))
-        sum[i] = _mm512_fmadd_ps(fp8_block_by_tables(w[i] + c0, xp + 2 * c0), _mm512_set1_ps(s), sum[i]);
-      else
-        sum[i] = _mm512_fmadd_ps(blk[i], _mm512_set1_ps(s * 0x1p-8f), sum[i]);
+      for (int t = 0; t < T; ++t) {
+        if (__builtin_expect(tables, 0))
+          sum[i][t] = _mm512_fmadd_ps(fp8_block_by_tables(w[i] + c0, xp[t] + 2 * c0), _mm512_set1_ps(s),
+                                      sum[i][t]);
+        else
+          sum[i][t] = _mm512_fmadd_ps(blk[i][t], _mm512_set1_ps(s * 0x1p-8f), sum[i][t]);
+      }
     }
   }
 #pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) p.y[rows[i]] = vsum(sum[i]);
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) p.y[size_t(t) * p.y_row_stride + size_t(rows[i])] = vsum(sum[i][t]);
 }
 
 // The most columns the one-token loop permutes activations for (on the
-// stack: 32 KiB); wider matrices take the tiles.
+// stack: 32 KiB a token); wider matrices take the tiles.
 constexpr int64_t kFp8OneTokenMaxCols = 16384;
 
 // The rows in four far-apart streams (the range's quarters), then the rest one by one.
-template <bool kMarked>
-void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* xp) {
+template <int T, bool kMarked>
+void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const (&xp)[T]) {
   const int64_t n = p.row_end - p.row_begin, q = n / 4;
   for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
     const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,
                              p.row_begin + 3 * q + j};
-    fp8_one_token_rows<4, kMarked>(p, rows, xp);
+    fp8_one_token_rows<4, T, kMarked>(p, rows, xp);
   }
   for (int64_t r = p.row_begin + 4 * q; r < p.row_end; ++r) {
     const int64_t rows[1] = {r};
-    fp8_one_token_rows<1, kMarked>(p, rows, xp);
+    fp8_one_token_rows<1, T, kMarked>(p, rows, xp);
   }
 }
 
 }  // namespace
 
-bool try_fp8_one_token(const RowDotParams& p) {
-  if (p.n_tokens != 1 || p.cols % kFp8ScaleBlock != 0 || p.gemm_order || p.cols > kFp8OneTokenMaxCols)
-    return false;
-  const uint8_t* x = activation_row(p, 0);
-  alignas(64) uint8_t xp[2 * kFp8OneTokenMaxCols];
+template <int T>
+void fp8_few_tokens(const RowDotParams& p, uint8_t* buf) {
+  const uint8_t* xp[T];
   const __m512i order_a = _mm512_load_si512(kFp8OrderA), order_b = _mm512_load_si512(kFp8OrderB);
-  for (int64_t c = 0; c < p.cols; c += 64) {
-    const __m512i x0 = _mm512_loadu_si512(x + 2 * c), x1 = _mm512_loadu_si512(x + 2 * c + 64);
-    _mm512_store_si512(xp + 2 * c, _mm512_permutex2var_epi16(x0, order_a, x1));
-    _mm512_store_si512(xp + 2 * c + 64, _mm512_permutex2var_epi16(x0, order_b, x1));
+  for (int t = 0; t < T; ++t) {
+    const uint8_t* x = activation_row(p, t);
+    uint8_t* o = buf + size_t(t) * 2 * kFp8OneTokenMaxCols;
+    for (int64_t c = 0; c < p.cols; c += 64) {
+      const __m512i x0 = _mm512_loadu_si512(x + 2 * c), x1 = _mm512_loadu_si512(x + 2 * c + 64);
+      _mm512_store_si512(o + 2 * c, _mm512_permutex2var_epi16(x0, order_a, x1));
+      _mm512_store_si512(o + 2 * c + 64, _mm512_permutex2var_epi16(x0, order_b, x1));
+    }
+    xp[t] = o;
   }
   if (p.fp8_marks)
-    fp8_one_token_quarters<true>(p, xp);
+    fp8_one_token_quarters<T, true>(p, xp);
   else
-    fp8_one_token_quarters<false>(p, xp);
+    fp8_one_token_quarters<T, false>(p, xp);
+}
+
+bool try_fp8_one_token(const RowDotParams& p) {
+  if (p.n_tokens < 1 || p.n_tokens > 2 || p.cols % kFp8ScaleBlock != 0 || p.gemm_order ||
+      p.cols > kFp8OneTokenMaxCols)
+    return false;
+  alignas(64) uint8_t xp[2 * 2 * kFp8OneTokenMaxCols];
+  if (p.n_tokens == 1)
+    fp8_few_tokens<1>(p, xp);
+  else
+    fp8_few_tokens<2>(p, xp);
   return true;
 }
 #else
