@@ -9,6 +9,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -29,6 +30,9 @@
 #include "common/shm/numa.h"
 #include "common/shm/process.h"
 #include "common/shm/run_dir.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/fp8_marks.h"
+#include "kernels/cpu/row_dot.h"
 #include "kernels/cpu/weight_layout.h"
 #include "proto/manifest.capnp.h"
 
@@ -75,6 +79,33 @@ class ProgressMeter {
   Clock::time_point start_ = Clock::now(), last_ = Clock::now();
 };
 
+// The block scales of a worker's slice of FP8 experts ([E, row blocks,
+// column blocks] of the slice, F32), read from each expert's source scales:
+// gate/up slices start at source block row f0 / 128, down slices at column
+// block f0 / 128 (F ranges are whole blocks, arena_plan.h).
+void write_fp8_scales(const MappedTensor& t, const Placement& p, std::byte* base) {
+  const uint64_t B = kernels::kFp8ScaleBlock, nrb = p.shape[1], ncb = p.shape[2];
+  float* out = reinterpret_cast<float*>(base + p.offset);
+  if (t.pieces.size() != p.shape[0] || p.slice_begin % B != 0)
+    throw Error(ErrorKind::kInternal, fmt::format("{}: {} pieces for {} experts, slice at {}", p.name,
+                                                  t.pieces.size(), p.shape[0], p.slice_begin));
+  const uint64_t r0 = p.split == SplitAxis::kRows ? p.slice_begin / B : 0;
+  const uint64_t c0 = p.split == SplitAxis::kCols ? p.slice_begin / B : 0;
+  for (uint64_t e = 0; e < p.shape[0]; ++e) {
+    const TensorPiece& piece = t.pieces[e];
+    const SourceMatrix& s = *piece.src;
+    const uint64_t src_cb = (s.cols + B - 1) / B;
+    const size_t esz = info(s.scale_dtype).block_bytes;
+    for (uint64_t j = 0; j < nrb; ++j)
+      for (uint64_t k = 0; k < ncb; ++k) {
+        const uint64_t at = (piece.first_row / B + r0 + j) * src_cb + c0 + k;
+        if ((at + 1) * esz > s.scale.size())
+          throw Error(ErrorKind::kInternal, fmt::format("{}: scale {} outside {}", p.name, at, s.tensor));
+        kernels::dequantize_generic(s.scale_dtype, s.scale.data() + at * esz, out + (e * nrb + j) * ncb + k, 1);
+      }
+  }
+}
+
 // Copies one canonical tensor into its placements: the whole tensor for a
 // dense one, or each worker's rows (gate/up) or columns (down) of every expert.
 void write_tensor(const MappedTensor& t, const std::vector<const Placement*>& dst,
@@ -86,6 +117,7 @@ void write_tensor(const MappedTensor& t, const std::vector<const Placement*>& ds
   const uint64_t rows_per_matrix = t.shape.size() >= 2 ? t.shape[t.shape.size() - 2] : 1;
   for_each_row(t, dt, [&](uint64_t r, const std::byte* row) {
     for (const Placement* p : dst) {
+      if (p->role != PlacementRole::kValues) continue;
       std::byte* out = base + p->offset;
       switch (p->split) {
         case SplitAxis::kNone:
@@ -111,9 +143,27 @@ void write_tensor(const MappedTensor& t, const std::vector<const Placement*>& ds
   });
   // Then each placement's layout, matrix by matrix (groups never cross one).
   for (const Placement* p : dst)
-    if (p->layout != kernels::WeightLayout::kRowMajor)
+    if (p->role == PlacementRole::kValues && p->layout != kernels::WeightLayout::kRowMajor)
       kernels::repack_rows(p->layout, p->dtype, reinterpret_cast<uint8_t*>(base + p->offset),
                            int64_t(p->shape[0] * p->shape[1]), int64_t(p->shape[2]));
+  // FP8 experts: each slice's block scales and marks.
+  for (const Placement* p : dst) {
+    if (p->role == PlacementRole::kFp8Scales) write_fp8_scales(t, *p, base);
+    if (p->role == PlacementRole::kFp8Marks) {
+      auto values = std::find_if(dst.begin(), dst.end(), [&](const Placement* v) {
+        return v->role == PlacementRole::kValues && v->worker == p->worker;
+      });
+      if (values == dst.end())
+        throw Error(ErrorKind::kInternal, fmt::format("{}: marks without their weights", p->name));
+      const Placement& v = **values;
+      const uint64_t rows = v.shape[1], n = v.shape[2];
+      for (uint64_t e = 0; e < v.shape[0]; ++e)
+        kernels::fp8_mark_blocks(reinterpret_cast<const uint8_t*>(base + v.offset + e * rows * n), n,
+                                 int64_t(rows), int64_t(n),
+                                 reinterpret_cast<uint8_t*>(base + p->offset) + e * rows * p->shape[2]);
+    }
+    if (p->role != PlacementRole::kValues) progress.add(p->bytes);
+  }
 }
 
 kj::Array<capnp::word> make_manifest(const ArenaPlan& plan, const ModelSource& src,
@@ -178,20 +228,13 @@ uint64_t default_alignment(const std::string& dir) {
   return uint64_t(::sysconf(_SC_PAGESIZE));
 }
 
-namespace {
-// Hugging Face sources run the experts' f32 reference path (their reference
-// computes in f32), which reads rowmajor rows only: nothing is repacked.
-kernels::CpuIsa repack_level(const ModelSource& src, const BuildOptions& o) {
-  return src.format() == SourceFormat::kHuggingFace ? kernels::CpuIsa::kGeneric : o.repack_for;
-}
-}  // namespace
 
 BuildStats Arena::build(const std::string& path, const ModelSource& src, const BuildOptions& options) {
   return with_context([&] { return "while building the weight arena " + path; }, [&] {
     const std::string dir = parent_dir(path);
     const uint64_t alignment = options.alignment ? options.alignment : default_alignment(dir);
     ModelIdentity id = identify_files(src.files());
-    ArenaPlan plan = plan_arena(src.tensors(), options.worker_nodes, alignment, repack_level(src, options));
+    ArenaPlan plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_for);
     kj::Array<capnp::word> manifest = make_manifest(plan, src, id);
     const uint64_t manifest_bytes = manifest.asBytes().size();
     const uint64_t file_bytes = align_up(plan.data_end + manifest_bytes, alignment);
@@ -285,7 +328,7 @@ Arena Arena::open_or_build(const std::string& path, const ModelSource& src,
   BuildStats& s = stats ? *stats : local;
   const uint64_t alignment = options.alignment ? options.alignment : default_alignment(parent_dir(path));
   const uint64_t want_model = identify_files(src.files()).hash;
-  const uint64_t want_plan = plan_arena(src.tensors(), options.worker_nodes, alignment, repack_level(src, options)).hash;
+  const uint64_t want_plan = plan_arena(src.tensors(), options.worker_nodes, alignment, options.repack_for).hash;
   std::string why;
   try {
     Arena a = open(path);

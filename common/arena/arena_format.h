@@ -23,8 +23,9 @@ inline constexpr uint32_t kFormatVersion = 1;
 // Bumped whenever the kernels want another stored layout: an arena built for
 // older kernels no longer matches and is rebuilt.
 // 2: q4_k_x4 and q8_0_x4; 3: bf16_x16; 4: q8_0_x4 w + 128; 5: q4_k_x4's meta
-// in two words per row (weight_layout.h). Arena::open refuses another.
-inline constexpr uint32_t kLayoutVersion = 5;
+// in two words per row (weight_layout.h); 6: routed FP8 experts as F8_E4M3
+// with .scale and .marks placements (arena_plan.h). Arena::open refuses another.
+inline constexpr uint32_t kLayoutVersion = 6;
 inline constexpr uint64_t kHeaderBytes = 4096;
 
 enum class ArenaState : uint32_t { kBuilding = 1, kReady = 2 };

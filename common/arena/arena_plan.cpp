@@ -1,10 +1,13 @@
 #include "common/arena/arena_plan.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "common/arena/arena_format.h"
 #include "common/arena/identity.h"
 #include "common/error.h"
+#include "kernels/cpu/fp8_marks.h"
+#include "kernels/cpu/row_dot.h"
 
 namespace tandem::arena {
 namespace {
@@ -30,21 +33,27 @@ struct FRange {
 };
 
 // Splits F into `workers` contiguous ranges of whole `granule`s, as even as
-// the granule allows (earlier workers take the remainder).
-std::vector<FRange> split_f(uint64_t f, uint64_t granule, size_t workers, const std::string& what) {
-  if (f % granule != 0)
+// the granule allows (earlier workers take the remainder); with
+// partial_last, F's last granule may be partial (FP8 scale blocks).
+std::vector<FRange> split_f(uint64_t f, uint64_t granule, size_t workers, const std::string& what,
+                            bool partial_last = false) {
+  if (f % granule != 0 && !partial_last)
     throw Error(ErrorKind::kInvalidInput,
                 fmt::format("{}: intermediate size {} is not a whole number of {}-element blocks",
                             what, f, granule));
-  uint64_t units = f / granule;
+  uint64_t units = (f + granule - 1) / granule;
   std::vector<FRange> out;
   uint64_t at = 0;
   for (size_t w = 0; w < workers; ++w) {
     uint64_t n = units / workers + (w < units % workers ? 1 : 0);
-    out.push_back({at * granule, (at + n) * granule});
+    out.push_back({std::min(f, at * granule), std::min(f, (at + n) * granule)});
     at += n;
   }
   return out;
+}
+
+std::string with_suffix(const std::string& weight_name, std::string_view suffix) {
+  return weight_name.substr(0, weight_name.size() - std::string_view(".weight").size()) + std::string(suffix);
 }
 
 }  // namespace
@@ -60,6 +69,22 @@ DType stored_dtype(const MappedTensor& t) {
   for (const TensorPiece& p : t.pieces)
     if (p.transpose || !p.src->scale.empty()) return DType::kF32;
   return t.dtype;
+}
+
+std::string fp8_scales_name(const std::string& weight_name) { return with_suffix(weight_name, ".scale"); }
+std::string fp8_marks_name(const std::string& weight_name) { return with_suffix(weight_name, ".marks"); }
+
+bool stores_fp8_experts(const MappedTensor& t) {
+  if (!is_routed_expert(t.name) || t.shape.size() != 3 || t.pieces.empty()) return false;
+  for (const TensorPiece& p : t.pieces) {
+    const SourceMatrix& s = *p.src;
+    // one piece per expert matrix, from a whole scale block of its source
+    if (s.dtype != DType::kF8E4M3 || s.scale.empty() || s.block_rows != uint32_t(kernels::kFp8ScaleBlock) ||
+        s.block_cols != uint32_t(kernels::kFp8ScaleBlock) || p.transpose || !p.gather.empty() ||
+        p.first_row % s.block_rows != 0 || p.n_rows != t.shape[1] || s.cols != t.shape[2])
+      return false;
+  }
+  return true;
 }
 
 bool is_routed_expert(const std::string& name) {
@@ -109,6 +134,7 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
     const MappedTensor& down = map.at(layer_prefix(name) + "ffn_down_exps.weight");
     if (down.shape.size() != 3)
       throw Error(ErrorKind::kInvalidInput, fmt::format("{}: expected [experts, hidden, ffn]", down.name));
+    if (stores_fp8_experts(down)) return split_f(down.shape[2], kernels::kFp8ScaleBlock, W, down.name, true);
     return split_f(down.shape[2], info(stored_dtype(down)).block_elems, W, down.name);
   };
   for (size_t w = 0; w < W; ++w) {
@@ -120,13 +146,30 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
                     fmt::format("{}: routed experts must be [experts, rows, cols]", t.name));
       FRange r = ranges_for(t.name)[w];
       bool down = ends_with(t.name, ".ffn_down_exps.weight");
-      Placement p{.name = t.name, .source = &t, .dtype = stored_dtype(t), .shape = t.shape,
+      const bool fp8 = stores_fp8_experts(t);
+      Placement p{.name = t.name, .source = &t, .dtype = fp8 ? DType::kF8E4M3 : stored_dtype(t), .shape = t.shape,
                   .worker = int(w), .node = worker_nodes[w],
                   .split = down ? SplitAxis::kCols : SplitAxis::kRows,
                   .slice_begin = r.begin, .slice_end = r.end};
       p.shape[down ? 2 : 1] = r.end - r.begin;
       const kernels::WeightLayout l = kernels::expert_layout(p.dtype, repack_for);
       if (kernels::layout_fits(l, p.dtype, int64_t(p.shape[1]), int64_t(p.shape[2]))) p.layout = l;
+      if (fp8) {
+        const uint64_t E = p.shape[0], rows = p.shape[1], cols = p.shape[2], B = kernels::kFp8ScaleBlock;
+        Placement sc = p, mk = p;
+        sc.name = fp8_scales_name(t.name);
+        sc.role = PlacementRole::kFp8Scales;
+        sc.dtype = DType::kF32;
+        sc.shape = {E, (rows + B - 1) / B, (cols + B - 1) / B};
+        mk.name = fp8_marks_name(t.name);
+        mk.role = PlacementRole::kFp8Marks;
+        mk.dtype = DType::kU8;
+        mk.shape = {E, rows, uint64_t(kernels::fp8_marks_row_bytes(int64_t(cols)))};
+        place(std::move(p));
+        place(std::move(sc));
+        place(std::move(mk));
+        continue;
+      }
       place(std::move(p));
     }
     region.end = at;

@@ -11,7 +11,13 @@
 //
 // Stored types are what the CPU kernels consume: a tensor's own type where
 // the map keeps whole source rows (gathers included), F32 where it transposes
-// or applies FP8 block scales, and F32 for 1-D tensors (norms, biases).
+// or applies FP8 block scales, and F32 for 1-D tensors (norms, biases) —
+// except routed FP8 experts with 128x128 block scales (DeepSeek-V3's
+// checkpoints), which stay F8_E4M3 for the fused kernels: each worker's slice
+// then has two more placements, "<name>.scale" (F32 [E, row blocks, column
+// blocks] of the slice) and "<name>.marks" (U8 [E, rows, fp8_marks_row_bytes],
+// kernels/cpu/fp8_marks.h), and F ranges are whole 128-blocks (the last one
+// may be partial), so every slice has its own scale blocks.
 // Layouts (kernels/cpu/weight_layout.h): "rowmajor", except routed expert
 // slices whose type the expert workers' kernel level (repack_for) reads
 // faster repacked (kernels::expert_layout: Q4_K and Q8_0 from avx512 up,
@@ -30,6 +36,9 @@
 namespace tandem::arena {
 
 enum class SplitAxis { kNone, kRows, kCols };
+// What a placement holds: a tensor's values, or an FP8 expert slice's block
+// scales or marks (made from the weights placement of the same worker).
+enum class PlacementRole { kValues, kFp8Scales, kFp8Marks };
 
 struct Placement {
   std::string name;
@@ -43,6 +52,7 @@ struct Placement {
   SplitAxis split = SplitAxis::kNone;
   uint64_t slice_begin = 0, slice_end = 0;  // F range of a split expert tensor
   kernels::WeightLayout layout = kernels::WeightLayout::kRowMajor;
+  PlacementRole role = PlacementRole::kValues;
 };
 
 struct Region {
@@ -65,6 +75,12 @@ struct ArenaPlan {
 DType stored_dtype(const MappedTensor& t);
 // True for a routed-expert tensor that is split across workers.
 bool is_routed_expert(const std::string& name);
+// True for a routed-expert tensor stored as F8_E4M3 with its block scales
+// (every piece FP8 with 128x128 scales, whole untransposed source rows).
+bool stores_fp8_experts(const MappedTensor& t);
+// "blk.3.ffn_up_exps.weight" -> "blk.3.ffn_up_exps.scale" / ".marks"
+std::string fp8_scales_name(const std::string& weight_name);
+std::string fp8_marks_name(const std::string& weight_name);
 
 // worker_nodes: the physical NUMA node of each expert worker (at least one).
 // alignment: of every tensor and region (the page or huge page size).

@@ -23,6 +23,8 @@
 #include "common/model/model_source.h"
 #include "common/shm/numa.h"
 #include "common/shm/run_dir.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/weight_layout.h"
 #include "proto/manifest.capnp.h"
 #include "tools/gen_model/gen_model.h"
@@ -57,6 +59,37 @@ std::span<const std::byte> row_of(const MatrixView& m, int64_t r) {
 
 bool same(std::span<const std::byte> a, std::span<const std::byte> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// A worker's slice of FP8 experts (arena_plan.h): F ranges start at whole
+// 128-blocks; every weight times its block's scale (from the .scale
+// placement) is the engine's f32 value, and the marks are fp8_mark_blocks's.
+void expect_fp8_slice_matches(const Arena& a, const ArenaTensor& s, const Weight& ref, bool down, int worker) {
+  EXPECT_EQ(s.slice_begin % 128, 0u);
+  const ArenaTensor& sc = a.at(fp8_scales_name(s.name), worker);
+  const ArenaTensor& mk = a.at(fp8_marks_name(s.name), worker);
+  const uint64_t rows = s.shape[1], cols = s.shape[2], rb = (rows + 127) / 128, cb = (cols + 127) / 128;
+  ASSERT_EQ(sc.shape, (std::vector<uint64_t>{s.shape[0], rb, cb}));
+  const size_t mrow = kernels::fp8_marks_row_bytes(int64_t(cols));
+  ASSERT_EQ(mk.shape, (std::vector<uint64_t>{s.shape[0], rows, mrow}));
+  const auto* w = reinterpret_cast<const uint8_t*>(s.bytes.data());
+  const auto* scales = reinterpret_cast<const float*>(sc.bytes.data());
+  std::vector<float> row(cols);
+  std::vector<uint8_t> marks(rows * mrow);
+  for (uint64_t e = 0; e < s.shape[0]; ++e) {
+    const MatrixView& mv = ref.matrix(e);
+    ASSERT_EQ(mv.dtype, DType::kF32);
+    for (uint64_t r = 0; r < rows; ++r) {
+      kernels::dequantize_generic(DType::kF8E4M3, w + (e * rows + r) * cols, row.data(), cols);
+      const float* want = reinterpret_cast<const float*>(mv.data + (down ? r : s.slice_begin + r) * mv.row_stride) +
+                          (down ? s.slice_begin : 0);
+      for (uint64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(row[c] * scales[(e * rb + r / 128) * cb + c / 128], want[c])
+            << "expert " << e << " row " << r << " col " << c;
+    }
+    kernels::fp8_mark_blocks(w + e * rows * cols, cols, int64_t(rows), int64_t(cols), marks.data());
+    EXPECT_EQ(std::memcmp(marks.data(), mk.bytes.data() + e * rows * mrow, marks.size()), 0) << "expert " << e;
+  }
 }
 
 // Checks every tensor of `a` against the engine's prepared weights of src.
@@ -96,6 +129,10 @@ void expect_matches_engine(const Arena& a, const ModelSource& src) {
       const uint64_t n = s.slice_end - s.slice_begin;
       EXPECT_EQ(s.slice_begin, covered) << "slices must tile F in order";
       covered = s.slice_end;
+      if (s.dtype == DType::kF8E4M3) {
+        expect_fp8_slice_matches(a, s, ref, down, int(wk));
+        continue;
+      }
       for (size_t e = 0; e < ref.matrix_count(); ++e) {
         const MatrixView& mv = ref.matrix(e);
         ASSERT_EQ(s.dtype, mv.dtype);
@@ -147,6 +184,15 @@ TEST_F(ArenaTest, MatchesTheEngineWeightsForEveryTypeAndSplit) {
     EXPECT_EQ(a.worker_nodes(), c.nodes);
     EXPECT_EQ(a.source_is_hf(), c.format == genmodel::OutFormat::kHf);
     expect_matches_engine(a, *src);
+    // FP8 experts stay FP8, each slice with its scales and marks (the other
+    // types have none)
+    int fp8_slices = 0, extras = 0;
+    for (const ArenaTensor& t : a.tensors()) {
+      fp8_slices += t.worker >= 0 && t.dtype == DType::kF8E4M3;
+      extras += t.name.ends_with(".scale") || t.name.ends_with(".marks");
+    }
+    EXPECT_EQ(fp8_slices > 0, c.dtype == DType::kF8E4M3);
+    EXPECT_EQ(extras, 2 * fp8_slices);
   }
 }
 
@@ -336,7 +382,7 @@ TEST_F(ArenaTest, CorruptArenasAreRefusedWithTheCauseAndRebuilt) {
     expect_refused(corrupt("mgarbage", [&](auto& p) { poke(p, moff, garbage.data(), garbage.size()); }),
                    "manifest");
     // An arena of another kernel layout version (its layouts' bytes differ
-    // under the same names): the manifest rewritten with version 4.
+    // under the same names): the manifest rewritten with the previous version.
     const uint64_t mbytes = a.header().manifest_bytes;
     kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(
                                               reinterpret_cast<const uint8_t*>(&a.header()) + moff),
@@ -344,7 +390,7 @@ TEST_F(ArenaTest, CorruptArenasAreRefusedWithTheCauseAndRebuilt) {
     capnp::FlatArrayMessageReader reader(words);
     capnp::MallocMessageBuilder b;
     b.setRoot(reader.getRoot<proto::Manifest>());
-    b.getRoot<proto::Manifest>().setLayoutVersion(4);
+    b.getRoot<proto::Manifest>().setLayoutVersion(kLayoutVersion - 1);
     const kj::Array<capnp::word> old = capnp::messageToFlatArray(b);
     const uint64_t old_bytes = old.asBytes().size();
     ASSERT_LE(old_bytes, mbytes);
@@ -353,7 +399,8 @@ TEST_F(ArenaTest, CorruptArenasAreRefusedWithTheCauseAndRebuilt) {
                              poke(p, moff, old.asBytes().begin(), old_bytes);
                              poke(p, offsetof(ArenaHeader, manifest_bytes), &old_bytes, 8);
                            }),
-                   "kernel layout version 4, this build reads version 5");
+                   fmt::format("kernel layout version {}, this build reads version {}", kLayoutVersion - 1,
+                               kLayoutVersion));
   }
   // open_or_build replaces a corrupt arena and says why.
   std::string p = corrupt("rebuild", [&](auto& q) { poke(q, 0, "XXXX", 4); });

@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "common/arena/arena.h"
+#include "common/arena/arena_plan.h"
 #include "common/engine/ops.h"
 #include "common/error.h"
+#include "kernels/cpu/fp8_marks.h"
 
 namespace tandem::expert {
 
@@ -37,6 +41,38 @@ kernels::WeightLayout layout_of(const arena::Arena& a, const arena::ArenaTensor&
   auto l = kernels::layout_from_name(t.layout);
   if (!l) fail(ErrorKind::kInvalidInput, "arena {}: tensor {} has unknown layout '{}'", a.path(), t.name, t.layout);
   return *l;
+}
+
+// An FP8 expert slice's block scales and marks (arena_plan.h); none for
+// other types.
+struct Fp8Extras {
+  const float* scales = nullptr;
+  const uint8_t* marks = nullptr;
+  size_t scale_stride = 0, scales_per_expert = 0, marks_per_expert = 0;
+  std::pair<const float*, const uint8_t*> of(int64_t e) const {
+    if (!scales) return {nullptr, nullptr};
+    return {scales + size_t(e) * scales_per_expert, marks + size_t(e) * marks_per_expert};
+  }
+};
+
+Fp8Extras fp8_extras(const arena::Arena& a, const arena::ArenaTensor& t, int worker) {
+  Fp8Extras x;
+  if (t.dtype != DType::kF8E4M3) return x;
+  const arena::ArenaTensor* sc = a.find(arena::fp8_scales_name(t.name), worker);
+  const arena::ArenaTensor* mk = a.find(arena::fp8_marks_name(t.name), worker);
+  const uint64_t B = kernels::kFp8ScaleBlock, rows = t.shape[1], cols = t.shape[2];
+  const std::vector<uint64_t> want_sc{t.shape[0], (rows + B - 1) / B, (cols + B - 1) / B};
+  const std::vector<uint64_t> want_mk{t.shape[0], rows, uint64_t(kernels::fp8_marks_row_bytes(int64_t(cols)))};
+  if (!sc || !mk || sc->dtype != DType::kF32 || sc->shape != want_sc || mk->dtype != DType::kU8 ||
+      mk->shape != want_mk)
+    fail(ErrorKind::kInvalidInput, "arena {}: FP8 experts {} of worker {} lack their block scales or marks "
+         "of the slice's shape", a.path(), t.name, worker);
+  x.scales = reinterpret_cast<const float*>(sc->bytes.data());
+  x.marks = reinterpret_cast<const uint8_t*>(mk->bytes.data());
+  x.scale_stride = size_t(want_sc[2]);
+  x.scales_per_expert = size_t(want_sc[1] * want_sc[2]);
+  x.marks_per_expert = size_t(want_mk[1] * want_mk[2]);
+  return x;
 }
 
 }  // namespace
@@ -82,7 +118,11 @@ ExpertCompute::ExpertCompute(const arena::Arena& a, const ComputeOptions& o, ker
     s.down_layout = layout_of(a, *d);
     if (layout_of(a, *u) != s.gate_up_layout)
       fail(ErrorKind::kInternal, "arena {}: layer {} stores gate and up in different layouts", a.path(), l);
-    bool fused = !hf && g->dtype == u->dtype && s.ffn > 0;
+    // Hugging Face models' reference computes in f32: their BF16 (and FP8)
+    // experts take activations of f32 precision as two bf16 rows.
+    s.split_bf16_activations = hf;
+    const bool fp8 = g->dtype == DType::kF8E4M3 || d->dtype == DType::kF8E4M3;
+    bool fused = g->dtype == u->dtype && s.ffn > 0;
     if (fused) {
       try {
         kernels::moe_check_shape(s);
@@ -92,17 +132,26 @@ ExpertCompute::ExpertCompute(const arena::Arena& a, const ComputeOptions& o, ker
         fused = false;
       }
     }
-    if (!fused && (s.gate_up_layout != kernels::WeightLayout::kRowMajor ||
-                   s.down_layout != kernels::WeightLayout::kRowMajor))
-      fail(ErrorKind::kInternal, "arena {}: layer {} has repacked experts that only the fused kernel reads",
-           a.path(), l);
+    if (!fused && s.ffn > 0 && (fp8 || s.gate_up_layout != kernels::WeightLayout::kRowMajor ||
+                                s.down_layout != kernels::WeightLayout::kRowMajor))
+      fail(ErrorKind::kInternal, "arena {}: layer {} has {} experts that only the fused kernel reads",
+           a.path(), l, fp8 ? "FP8" : "repacked");
     fused_ = fused_ && fused;
     if (fused) {
+      const Fp8Extras fg = fp8_extras(a, *g, o.worker), fu = fp8_extras(a, *u, o.worker),
+                      fd = fp8_extras(a, *d, o.worker);
+      s.gate_up_scale_stride = fg.scale_stride;
+      s.down_scale_stride = fd.scale_stride;
       L->kernels = kernels::moe_kernels(isa_, s);
-      for (int64_t e = 0; e < n_experts_; ++e)
-        L->experts.push_back({reinterpret_cast<const uint8_t*>(L->gate[size_t(e)].data),
-                              reinterpret_cast<const uint8_t*>(L->up[size_t(e)].data),
-                              reinterpret_cast<const uint8_t*>(L->down[size_t(e)].data)});
+      for (int64_t e = 0; e < n_experts_; ++e) {
+        kernels::MoeExpert x{reinterpret_cast<const uint8_t*>(L->gate[size_t(e)].data),
+                             reinterpret_cast<const uint8_t*>(L->up[size_t(e)].data),
+                             reinterpret_cast<const uint8_t*>(L->down[size_t(e)].data)};
+        std::tie(x.gate_scales, x.gate_marks) = fg.of(e);
+        std::tie(x.up_scales, x.up_marks) = fu.of(e);
+        std::tie(x.down_scales, x.down_marks) = fd.of(e);
+        L->experts.push_back(x);
+      }
       workspace = std::max(workspace, kernels::moe_workspace_bytes(s, max_tokens_, top_k_));
     }
     layers_.push_back(std::move(L));
@@ -129,6 +178,10 @@ void ExpertCompute::run(int64_t layer, int64_t n_tokens, int top_k, const float*
     if (expert_ids[i] < -1 || expert_ids[i] >= n_experts_)
       fail_invalid("expert id {} out of range [0, {})", expert_ids[i], n_experts_);
   const Layer& L = *layers_[size_t(layer)];
+  if (L.shape.ffn == 0) {  // no rows of this layer's F on this worker
+    std::fill(y, y + n_tokens * hidden_, 0.0f);
+    return;
+  }
   if (L.experts.empty()) return run_reference(L, n_tokens, top_k, x, expert_ids, expert_weights, y);
   kernels::MoeBatch b;
   b.n_tokens = n_tokens;

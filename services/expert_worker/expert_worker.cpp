@@ -184,7 +184,7 @@ int run_expert_worker(const WorkerOptions& o, kernels::CpuIsa isa, const std::at
   // carry; the requester sends no more.
   int64_t h = 0;
   for (const auto& t : a.tensors())
-    if (t.worker == o.worker && t.shape.size() == 3) {
+    if (t.worker == o.worker && t.shape.size() == 3 && t.name.ends_with("_exps.weight")) {
       h = int64_t(t.name.find("down") != std::string::npos ? t.shape[1] : t.shape[2]);
       break;
     }
