@@ -85,6 +85,7 @@ class ProgressMeter {
 // block f0 / 128 (F ranges are whole blocks, arena_plan.h).
 void write_fp8_scales(const MappedTensor& t, const Placement& p, std::byte* base) {
   const uint64_t B = kernels::kFp8ScaleBlock, nrb = p.shape[1], ncb = p.shape[2];
+  if (p.slice_begin == p.slice_end) return;  // a worker with no part of F
   float* out = reinterpret_cast<float*>(base + p.offset);
   if (t.pieces.size() != p.shape[0] || p.slice_begin % B != 0)
     throw Error(ErrorKind::kInternal, fmt::format("{}: {} pieces for {} experts, slice at {}", p.name,

@@ -128,13 +128,18 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
   plan.dense.end = at;
 
   // F ranges per MoE layer, from that layer's down projection: its columns
-  // are split, so they must be whole blocks of its stored type.
+  // are split, so they must be whole blocks of its stored type; whole
+  // 128-blocks where the layer's experts stay FP8 (their scale blocks).
   const size_t W = worker_nodes.size();
   auto ranges_for = [&](const std::string& name) {
     const MappedTensor& down = map.at(layer_prefix(name) + "ffn_down_exps.weight");
     if (down.shape.size() != 3)
       throw Error(ErrorKind::kInvalidInput, fmt::format("{}: expected [experts, hidden, ffn]", down.name));
-    if (stores_fp8_experts(down)) return split_f(down.shape[2], kernels::kFp8ScaleBlock, W, down.name, true);
+    const std::string prefix = layer_prefix(name);
+    bool fp8 = false;
+    for (const char* n : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"})
+      if (const MappedTensor* x = map.find(prefix + n)) fp8 |= stores_fp8_experts(*x);
+    if (fp8) return split_f(down.shape[2], kernels::kFp8ScaleBlock, W, down.name, true);
     return split_f(down.shape[2], info(stored_dtype(down)).block_elems, W, down.name);
   };
   for (size_t w = 0; w < W; ++w) {

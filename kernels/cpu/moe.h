@@ -56,7 +56,7 @@ struct MoeShape {
 // One expert's slice. FP8 weights carry their 128x128 block scales, laid out
 // for the slice (row r of the slice uses scale row r / 128), and may carry
 // their marks (fp8_marks.h, made from the slice's bytes), which speed up
-// one token's rows.
+// the rows of one or two tokens.
 struct MoeExpert {
   const uint8_t* gate = nullptr;
   const uint8_t* up = nullptr;

@@ -47,7 +47,7 @@ inline void load_config(const TileConfig& c) { __asm__ volatile("ldtilecfg %0" :
                    : "memory")
 
 namespace tandem::kernels::amx {
-// FP8 E4M3 rows with 128 x 128 block scales, 2 or more tokens, through
+// FP8 E4M3 rows with 128 x 128 block scales, 3 or more tokens, through
 // tiles; the rest through avx512bf16's kernel (row_dot_amx_fp8.cpp).
 void fp8_rows(const RowDotParams& p);
 // Q8_0 stored as q8_0_x4 against kMinTokensQ8 or more tokens, through tiles;

@@ -179,7 +179,8 @@ TEST(RowDot, AmxMatchesGeneric) {
   check_level(CpuIsa::kAmx, [](DType t) { return row_dot_for(CpuIsa::kAmx, t); });
 }
 
-// FP8 with 2 or more tokens: the amx level's tiles (rows in 16s from a
+// FP8 with 2 or more tokens: the amx level's tiles from 3 (2: the bit-map
+// loop of avx512bf16, whose floats are its tiles'; rows in 16s from a
 // multiple of 16, whole 128-column scale blocks; anything else goes to
 // avx512bf16's kernel) against the generic level, within
 // (128 + 2) * 2^-24 * sum|w*x|: each scale block's dot rounds after every

@@ -379,8 +379,8 @@ struct Fp8Tile {
   }
 };
 
-// drive<Fp8Tile>, or one token's own loop where it takes the call
-// (row_dot_x86_fp8_one_token.cpp).
+// drive<Fp8Tile>, or the bit-map loop of one or two tokens where it takes
+// the call (row_dot_x86_fp8_one_token.cpp).
 void fp8_rows(const RowDotParams& p) {
   if (!try_fp8_one_token(p)) drive<Fp8Tile>(p);
 }

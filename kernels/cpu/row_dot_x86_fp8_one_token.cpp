@@ -29,8 +29,8 @@ namespace {
   return acc;
 }
 
-// One token, R rows (drive's quarters), whole scale blocks: Fp8Tile<R, 1>'s
-// lanes and order, as one loop with the rows and their scales in registers
+// One token (or two, below), R rows (drive's quarters), whole scale blocks:
+// Fp8Tile<R, 1>'s lanes and order, as one loop with the rows and their scales in registers
 // (through the tile driver the compiler kept the row pointers and the
 // prefetch state on the stack). xp: the token's activations in the tables'
 // order (kFp8OrderA then kFp8OrderB for each 64 columns), permuted once per
@@ -143,8 +143,6 @@ void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const (&xp)[T]
   }
 }
 
-}  // namespace
-
 template <int T>
 void fp8_few_tokens(const RowDotParams& p, uint8_t* buf) {
   const uint8_t* xp[T];
@@ -164,6 +162,8 @@ void fp8_few_tokens(const RowDotParams& p, uint8_t* buf) {
   else
     fp8_one_token_quarters<T, false>(p, xp);
 }
+
+}  // namespace
 
 bool try_fp8_one_token(const RowDotParams& p) {
   if (p.n_tokens < 1 || p.n_tokens > 2 || p.cols % kFp8ScaleBlock != 0 || p.gemm_order ||

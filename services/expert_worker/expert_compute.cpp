@@ -121,8 +121,14 @@ ExpertCompute::ExpertCompute(const arena::Arena& a, const ComputeOptions& o, ker
     // Hugging Face models' reference computes in f32: their BF16 (and FP8)
     // experts take activations of f32 precision as two bf16 rows.
     s.split_bf16_activations = hf;
-    const bool fp8 = g->dtype == DType::kF8E4M3 || d->dtype == DType::kF8E4M3;
-    bool fused = g->dtype == u->dtype && s.ffn > 0;
+    const bool fp8 = g->dtype == DType::kF8E4M3 || u->dtype == DType::kF8E4M3 || d->dtype == DType::kF8E4M3;
+    // HF: only where the split gives f32 precision (F32, BF16, FP8 weights;
+    // F16 ones would take f16 activations and keep the reference path).
+    auto precise = [](DType t) {
+      const DType act = kernels::row_dot_activation_type(t);
+      return act == DType::kF32 || act == DType::kBF16;
+    };
+    bool fused = g->dtype == u->dtype && s.ffn > 0 && (!hf || (precise(g->dtype) && precise(d->dtype)));
     if (fused) {
       try {
         kernels::moe_check_shape(s);

@@ -3,11 +3,13 @@
 // expert (arena_plan.h: gate/up rows and down columns [f0, f1)). The partial
 // sums of all workers add up to the layer's routed-expert output.
 //
-// GGUF-sourced arenas go through the fused MoE kernel (kernels/cpu/moe.h) at
-// the chosen instruction-set level. Hugging Face sources compute with f32
-// activations (as the engine does for them, weights.h), which the fused
-// kernel does not take, so they go expert by expert through engine::Linear —
-// the same arithmetic as the single-process engine.
+// Every layer goes through the fused MoE kernel (kernels/cpu/moe.h) at the
+// chosen instruction-set level. Hugging Face sources compute with activations
+// of f32 precision (their reference computes in f32, as the engine does for
+// them, weights.h): F32 weights take f32 ones, BF16 and FP8 weights two bf16
+// rows (MoeShape::split_bf16_activations). What the fused kernel cannot take
+// (a shape it refuses, HF F16 experts) goes expert by expert through
+// engine::Linear, the single-process engine's arithmetic.
 #pragma once
 
 #include <cstdint>
