@@ -108,6 +108,9 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
   plan.hash = h.value();
 
   uint64_t at = align_up(kHeaderBytes, alignment);
+  // Values start at `alignment` (pages, huge pages); an FP8 slice's scales and
+  // marks follow its values at cache-line alignment, so the ~350 small
+  // placements of a DeepSeek-V3 worker do not each take a 2 MiB page.
   auto place = [&](Placement p) {
     auto bytes = bytes_for(p.dtype, numel(p.shape));
     if (!bytes)
@@ -115,8 +118,8 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
                   fmt::format("{}: {} elements are not whole {} blocks", p.name, numel(p.shape),
                               name(p.dtype)));
     p.bytes = *bytes;
-    p.offset = at;
-    at = align_up(at + p.bytes, alignment);
+    p.offset = align_up(at, p.role == PlacementRole::kValues ? alignment : kSmallAlignment);
+    at = p.offset + p.bytes;
     plan.placements.push_back(std::move(p));
   };
 
@@ -125,6 +128,7 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
     if (is_routed_expert(t.name)) continue;
     place({.name = t.name, .source = &t, .dtype = stored_dtype(t), .shape = t.shape});
   }
+  at = align_up(at, alignment);
   plan.dense.end = at;
 
   // F ranges per MoE layer, from that layer's down projection: its columns
@@ -177,6 +181,7 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
       }
       place(std::move(p));
     }
+    at = align_up(at, alignment);
     region.end = at;
     plan.workers.push_back(region);
   }

@@ -45,7 +45,7 @@ struct Placement {
   const MappedTensor* source = nullptr;
   DType dtype = DType::kF32;       // stored type
   std::vector<uint64_t> shape;     // stored shape (a slice's shape for experts)
-  uint64_t offset = 0;             // in the file
+  uint64_t offset = 0;             // in the file: a multiple of the alignment (of kSmallAlignment for scales, marks)
   uint64_t bytes = 0;
   int worker = -1;                 // -1: dense
   int node = -1;                   // physical NUMA node, -1: not bound
@@ -54,6 +54,9 @@ struct Placement {
   kernels::WeightLayout layout = kernels::WeightLayout::kRowMajor;
   PlacementRole role = PlacementRole::kValues;
 };
+
+// Alignment of an FP8 slice's scales and marks (values: the plan's alignment).
+inline constexpr uint64_t kSmallAlignment = 64;
 
 struct Region {
   uint64_t begin = 0, end = 0;     // bytes, aligned

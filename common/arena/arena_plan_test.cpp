@@ -118,5 +118,53 @@ TEST(ArenaPlan, StoredTypes) {
   }
 }
 
+// A Hugging Face FP8 DeepSeek-V3 with F = 320 over 2 workers and 2 MiB
+// alignment: routed experts stay F8_E4M3, F splits at 128-blocks (256 + a
+// partial 64), and each slice's scales and marks follow its values at
+// cache-line alignment, inside the values' last page, never a page of their own.
+TEST(ArenaPlan, Fp8ExpertsKeepTheirTypeWithScalesAndMarksBesideThem) {
+  const std::string dir = (fs::temp_directory_path() / fmt::format("tandem-plan-test-{}-fp8", ::getpid())).string();
+  genmodel::GenOptions o;
+  o.config = genmodel::preset_config(Arch::kDeepseekV3, "tiny");
+  o.config.moe.expert_ffn = 320;
+  o.dtype = DType::kF8E4M3;
+  o.format = genmodel::OutFormat::kHf;
+  o.progress = false;
+  genmodel::generate(o, dir);
+  auto src = ModelSource::open(dir);
+  fs::remove_all(dir);
+  const uint64_t align = 2 << 20;
+  const ArenaPlan plan = plan_arena(src->tensors(), {0, 0}, align);
+  int slices = 0;
+  for (size_t i = 0; i < plan.placements.size(); ++i) {
+    const Placement& p = plan.placements[i];
+    SCOPED_TRACE(p.name + " worker " + std::to_string(p.worker));
+    if (p.role == PlacementRole::kValues) {
+      EXPECT_EQ(p.offset % align, 0u);
+      if (!is_routed_expert(p.name)) continue;
+      EXPECT_EQ(p.dtype, DType::kF8E4M3);
+      EXPECT_EQ(p.slice_begin, p.worker == 0 ? 0u : 256u);
+      EXPECT_EQ(p.slice_end, p.worker == 0 ? 256u : 320u);
+      ASSERT_LT(i + 2, plan.placements.size());
+      const Placement &sc = plan.placements[i + 1], &mk = plan.placements[i + 2];
+      EXPECT_EQ(sc.role, PlacementRole::kFp8Scales);
+      EXPECT_EQ(sc.name, fp8_scales_name(p.name));
+      EXPECT_EQ(mk.role, PlacementRole::kFp8Marks);
+      EXPECT_EQ(mk.name, fp8_marks_name(p.name));
+      EXPECT_EQ(sc.worker, p.worker);
+      EXPECT_EQ(mk.worker, p.worker);
+      const uint64_t page_end = (p.offset + p.bytes + align - 1) / align * align;
+      EXPECT_EQ(sc.offset % kSmallAlignment, 0u);
+      EXPECT_EQ(mk.offset % kSmallAlignment, 0u);
+      EXPECT_GE(sc.offset, p.offset + p.bytes);
+      EXPECT_GE(mk.offset, sc.offset + sc.bytes);
+      EXPECT_LE(mk.offset + mk.bytes, page_end);
+      EXPECT_LE(mk.offset + mk.bytes, plan.workers[size_t(p.worker)].end);
+      ++slices;
+    }
+  }
+  EXPECT_GT(slices, 0);
+}
+
 }  // namespace
 }  // namespace tandem::arena
