@@ -265,19 +265,43 @@ TEST(MoeLayer, EveryLevelMatchesTheExactLayer) {
 // precision (hi + lo bf16 rows) at every level, 1 token (the one-token
 // loops then see 2 rows) and 9 (tiles): within 1e-5 of the exact layer's
 // scale (about 1e-6 measured), where bf16 activations alone are off by more
-// than 2e-4 somewhere (about 6e-4).
+// than 2e-4 somewhere (about 6e-4). Also as the arena stores them for the
+// expert workers: BF16 repacked to bf16_x16, FP8 with its marks.
 TEST(MoeLayer, SplitBf16ActivationsReachF32Precision) {
   const CpuFeatures f = detect_cpu_features();
-  for (DType t : {DType::kBF16, DType::kF8E4M3}) {
+  std::vector<std::vector<uint8_t>> marks;
+  for (const auto& [t, stored] : {std::pair{DType::kBF16, false}, {DType::kBF16, true},
+                                  {DType::kF8E4M3, false}, {DType::kF8E4M3, true}}) {
     Layer L = make_layer(t, t, 512, 768, 8, 23);
+    if (stored) {
+      for (size_t e = 0; e < L.gate.size(); ++e) {
+        MoeExpert& x = L.experts[e];
+        if (t == DType::kBF16) {
+          const WeightLayout l = repacked_layout(t);
+          repack_rows(l, t, L.gate[e].data(), 768, 512);
+          repack_rows(l, t, L.up[e].data(), 768, 512);
+          repack_rows(l, t, L.down[e].data(), 512, 768);
+          L.shape.gate_up_layout = L.shape.down_layout = l;
+          continue;
+        }
+        auto mark = [&](const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+          marks.emplace_back(fp8_marks_row_bytes(cols) * size_t(rows));
+          fp8_mark_blocks(w.data(), size_t(cols), rows, cols, marks.back().data());
+          return marks.back().data();
+        };
+        x.gate_marks = mark(L.gate[e], 768, 512);
+        x.up_marks = mark(L.up[e], 768, 512);
+        x.down_marks = mark(L.down[e], 512, 768);
+      }
+    }
     for (int64_t n : {1, 9}) {
       const Routing r = make_routing(n, 4, 512, 8, 24);
       std::vector<double> scale;
       const std::vector<double> want = exact(L, r, scale);
       for (int level = 0; level < kCpuIsaCount; ++level) {
         if (!supports(f, CpuIsa(level))) continue;
-        SCOPED_TRACE(std::string(name(t)) + " at " + std::string(isa_name(CpuIsa(level))) + ", " +
-                     std::to_string(n) + " tokens");
+        SCOPED_TRACE(std::string(name(t)) + (stored ? " as stored" : "") + " at " +
+                     std::string(isa_name(CpuIsa(level))) + ", " + std::to_string(n) + " tokens");
         auto worst = [&](bool split) {
           L.shape.split_bf16_activations = split;
           const std::vector<float> y = run_layer(L, r, CpuIsa(level), 2);
@@ -291,9 +315,9 @@ TEST(MoeLayer, SplitBf16ActivationsReachF32Precision) {
         const double split = worst(true), plain = worst(false);
         EXPECT_LE(split, 1e-5);
         EXPECT_GE(plain, 2e-4);
-        std::printf("  %s at %s, %d tokens: worst |y - exact| / scale %.2e split, %.2e bf16\n",
-                    std::string(name(t)).c_str(), std::string(isa_name(CpuIsa(level))).c_str(), int(n),
-                    split, plain);
+        std::printf("  %s%s at %s, %d tokens: worst |y - exact| / scale %.2e split, %.2e bf16\n",
+                    std::string(name(t)).c_str(), stored ? " as stored" : "",
+                    std::string(isa_name(CpuIsa(level))).c_str(), int(n), split, plain);
       }
     }
   }
