@@ -229,7 +229,6 @@ uint64_t default_alignment(const std::string& dir) {
   return uint64_t(::sysconf(_SC_PAGESIZE));
 }
 
-
 BuildStats Arena::build(const std::string& path, const ModelSource& src, const BuildOptions& options) {
   return with_context([&] { return "while building the weight arena " + path; }, [&] {
     const std::string dir = parent_dir(path);

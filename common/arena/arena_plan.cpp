@@ -74,6 +74,14 @@ DType stored_dtype(const MappedTensor& t) {
 std::string fp8_scales_name(const std::string& weight_name) { return with_suffix(weight_name, ".scale"); }
 std::string fp8_marks_name(const std::string& weight_name) { return with_suffix(weight_name, ".marks"); }
 
+std::vector<uint64_t> fp8_scales_shape(const std::vector<uint64_t>& s) {
+  const uint64_t B = kernels::kFp8ScaleBlock;
+  return {s[0], (s[1] + B - 1) / B, (s[2] + B - 1) / B};
+}
+std::vector<uint64_t> fp8_marks_shape(const std::vector<uint64_t>& s) {
+  return {s[0], s[1], uint64_t(kernels::fp8_marks_row_bytes(int64_t(s[2])))};
+}
+
 bool stores_fp8_experts(const MappedTensor& t) {
   if (!is_routed_expert(t.name) || t.shape.size() != 3 || t.pieces.empty()) return false;
   for (const TensorPiece& p : t.pieces) {
@@ -136,10 +144,10 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
   // 128-blocks where the layer's experts stay FP8 (their scale blocks).
   const size_t W = worker_nodes.size();
   auto ranges_for = [&](const std::string& name) {
-    const MappedTensor& down = map.at(layer_prefix(name) + "ffn_down_exps.weight");
+    const std::string prefix = layer_prefix(name);
+    const MappedTensor& down = map.at(prefix + "ffn_down_exps.weight");
     if (down.shape.size() != 3)
       throw Error(ErrorKind::kInvalidInput, fmt::format("{}: expected [experts, hidden, ffn]", down.name));
-    const std::string prefix = layer_prefix(name);
     bool fp8 = false;
     for (const char* n : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"})
       if (const MappedTensor* x = map.find(prefix + n)) fp8 |= stores_fp8_experts(*x);
@@ -164,16 +172,15 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
       const kernels::WeightLayout l = kernels::expert_layout(p.dtype, repack_for);
       if (kernels::layout_fits(l, p.dtype, int64_t(p.shape[1]), int64_t(p.shape[2]))) p.layout = l;
       if (fp8) {
-        const uint64_t E = p.shape[0], rows = p.shape[1], cols = p.shape[2], B = kernels::kFp8ScaleBlock;
         Placement sc = p, mk = p;
         sc.name = fp8_scales_name(t.name);
         sc.role = PlacementRole::kFp8Scales;
         sc.dtype = DType::kF32;
-        sc.shape = {E, (rows + B - 1) / B, (cols + B - 1) / B};
+        sc.shape = fp8_scales_shape(p.shape);
         mk.name = fp8_marks_name(t.name);
         mk.role = PlacementRole::kFp8Marks;
         mk.dtype = DType::kU8;
-        mk.shape = {E, rows, uint64_t(kernels::fp8_marks_row_bytes(int64_t(cols)))};
+        mk.shape = fp8_marks_shape(p.shape);
         place(std::move(p));
         place(std::move(sc));
         place(std::move(mk));

@@ -84,6 +84,10 @@ bool stores_fp8_experts(const MappedTensor& t);
 // "blk.3.ffn_up_exps.weight" -> "blk.3.ffn_up_exps.scale" / ".marks"
 std::string fp8_scales_name(const std::string& weight_name);
 std::string fp8_marks_name(const std::string& weight_name);
+// Their shapes for an FP8 slice of shape [E, rows, cols]: [E, row blocks,
+// column blocks] (F32) and [E, rows, fp8_marks_row_bytes(cols)] (U8).
+std::vector<uint64_t> fp8_scales_shape(const std::vector<uint64_t>& slice_shape);
+std::vector<uint64_t> fp8_marks_shape(const std::vector<uint64_t>& slice_shape);
 
 // worker_nodes: the physical NUMA node of each expert worker (at least one).
 // alignment: of every tensor and region (the page or huge page size).

@@ -58,6 +58,16 @@ int64_t pieces(const MoeShape& s, DType t) {
   return s.split_bf16_activations && row_dot_activation_type(t) == DType::kBF16 ? 2 : 1;
 }
 
+// n rows of f32 activations in the format of `wtype`, `pieces` rows each
+// (pieces(): 2 for split bf16, hi and lo).
+void convert_activations(int64_t n_pieces, DType wtype, const float* x, size_t x_row_stride, int64_t n,
+                         int64_t cols, uint8_t* out, size_t out_row_bytes, CpuIsa isa, WeightLayout layout) {
+  if (n_pieces == 2)
+    convert_row_dot_activations_split(wtype, x, x_row_stride, n, cols, out, out_row_bytes, isa);
+  else
+    convert_row_dot_activations(wtype, x, x_row_stride, n, cols, out, out_row_bytes, isa, layout);
+}
+
 double expert_bytes(const MoeShape& s) {
   return 2.0 * double(*bytes_for(s.gate_up_type, uint64_t(s.hidden))) * double(s.ffn) +
          double(*bytes_for(s.down_type, uint64_t(s.ffn))) * double(s.hidden);
@@ -190,12 +200,9 @@ struct Job {
     }
     const DType act = row_dot_activation_type(s->down_type);
     const size_t off = size_t(*bytes_for(act, uint64_t(f0)));
-    uint8_t* ha = at<uint8_t>(l->ha) + size_t(s0 * l->pb) * l->ha_row + off;
-    if (l->pb == 2)
-      convert_row_dot_activations_split(s->down_type, g + f0, tok, m, f1 - f0, ha, l->ha_row, k->isa);
-    else
-      convert_row_dot_activations(s->down_type, g + f0, tok, m, f1 - f0, ha, l->ha_row, k->isa,
-                                  s->down_layout);
+    convert_activations(l->pb, s->down_type, g + f0, tok, m, f1 - f0,
+                        at<uint8_t>(l->ha) + size_t(s0 * l->pb) * l->ha_row + off, l->ha_row, k->isa,
+                        s->down_layout);
   }
 
   void task_b(int64_t e_idx, int64_t h0, int64_t h1) const {
@@ -229,13 +236,9 @@ struct Job {
     // 1. convert the tokens, one at a time
     for (int64_t t = counter(kNextToken).fetch_add(1, std::memory_order_relaxed); t < b->n_tokens;
          t = counter(kNextToken).fetch_add(1, std::memory_order_relaxed)) {
-      const float* xt = b->x + size_t(t) * b->x_row_stride;
-      uint8_t* xa = at<uint8_t>(l->xa) + size_t(t * l->pa) * l->xa_row;
-      if (l->pa == 2)
-        convert_row_dot_activations_split(s->gate_up_type, xt, 0, 1, s->hidden, xa, l->xa_row, k->isa);
-      else
-        convert_row_dot_activations(s->gate_up_type, xt, 0, 1, s->hidden, xa, l->xa_row, k->isa,
-                                    s->gate_up_layout);
+      convert_activations(l->pa, s->gate_up_type, b->x + size_t(t) * b->x_row_stride, 0, 1, s->hidden,
+                          at<uint8_t>(l->xa) + size_t(t * l->pa) * l->xa_row, l->xa_row, k->isa,
+                          s->gate_up_layout);
       counter(kConverted).fetch_add(1, std::memory_order_acq_rel);
     }
     wait_until(counter(kConverted), b->n_tokens);

@@ -178,22 +178,22 @@ void convert_row_dot_activations_split(DType wtype, const float* x, size_t x_row
   const VecOps ops = vec_ops_for(isa);
   constexpr int64_t kChunk = 256;
   float rest[kChunk];
-  uint16_t hi[kChunk];
+  uint16_t bf[kChunk];  // hi, then lo
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* xt = x + size_t(t) * x_row_stride;
     uint8_t* o_hi = out + size_t(2 * t) * out_row_bytes;
     uint8_t* o_lo = o_hi + out_row_bytes;
     for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
       const int64_t n = std::min(kChunk, cols - c0);
-      ops.to_bf16(xt + c0, hi, n);
+      ops.to_bf16(xt + c0, bf, n);
       // x - bf16(x) is exact in f32: the low bits bf16 dropped.
       for (int64_t i = 0; i < n; ++i) {
-        const float h = bf16_to_f32(hi[i]);
+        const float h = bf16_to_f32(bf[i]);
         rest[i] = std::isinf(h) ? 0.0f : xt[c0 + i] - h;
       }
-      std::memcpy(o_hi + 2 * c0, hi, size_t(n) * 2);
-      ops.to_bf16(rest, hi, n);
-      std::memcpy(o_lo + 2 * c0, hi, size_t(n) * 2);
+      std::memcpy(o_hi + 2 * c0, bf, size_t(n) * 2);
+      ops.to_bf16(rest, bf, n);
+      std::memcpy(o_lo + 2 * c0, bf, size_t(n) * 2);
     }
   }
 }

@@ -12,7 +12,6 @@
 #include "common/arena/arena_plan.h"
 #include "common/engine/ops.h"
 #include "common/error.h"
-#include "kernels/cpu/fp8_marks.h"
 
 namespace tandem::expert {
 
@@ -60,9 +59,7 @@ Fp8Extras fp8_extras(const arena::Arena& a, const arena::ArenaTensor& t, int wor
   if (t.dtype != DType::kF8E4M3) return x;
   const arena::ArenaTensor* sc = a.find(arena::fp8_scales_name(t.name), worker);
   const arena::ArenaTensor* mk = a.find(arena::fp8_marks_name(t.name), worker);
-  const uint64_t B = kernels::kFp8ScaleBlock, rows = t.shape[1], cols = t.shape[2];
-  const std::vector<uint64_t> want_sc{t.shape[0], (rows + B - 1) / B, (cols + B - 1) / B};
-  const std::vector<uint64_t> want_mk{t.shape[0], rows, uint64_t(kernels::fp8_marks_row_bytes(int64_t(cols)))};
+  const std::vector<uint64_t> want_sc = arena::fp8_scales_shape(t.shape), want_mk = arena::fp8_marks_shape(t.shape);
   if (!sc || !mk || sc->dtype != DType::kF32 || sc->shape != want_sc || mk->dtype != DType::kU8 ||
       mk->shape != want_mk)
     fail(ErrorKind::kInvalidInput, "arena {}: FP8 experts {} of worker {} lack their block scales or marks "
