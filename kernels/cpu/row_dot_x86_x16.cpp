@@ -7,10 +7,12 @@
 // every 64 values and lane k of the second pair 16 + k; here those are lane r
 // of 32 accumulator vectors, one per pair position, and _mm512_reduce_add_ps's
 // tree becomes vertical adds of those vectors. Three groups stream side by
-// side from the range's thirds; their 96 accumulators live in memory and
-// each takes two runs of 64 columns per load and store (decode_runs): in one
-// process, against a plain read of the same lines, 0.92-0.99 where two
-// groups with a load and store per line gave 0.85-0.90 (docs/cpu-kernels.md).
+// side from the range's thirds, each group's lines in order; their 96
+// accumulators live in memory, and the activation pairs are broadcast from
+// registers (decode_run). On an AMD EPYC with loaded neighbours that reads
+// at a plain read's rate, where each accumulator taking two runs per load
+// and store (two interleaved streams per group, a load per pair) gave
+// 0.66-0.80 of it (docs/cpu-kernels.md).
 //
 // Several tokens (prefill) take an outer product: 48 rows (three groups) by
 // up to 9 tokens in 27 accumulators, three weight loads and 9 broadcasts per
@@ -32,6 +34,8 @@
 // 3; the layer at 256 tokens 1.02x at both expert shapes. Each lane sums
 // its row's pairs in order (or in 2 or 4 interleaved chains), tested
 // against the reference within bounds.
+#include <utility>
+
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
@@ -41,9 +45,8 @@ namespace {
 
 constexpr size_t kGroupBlock = kBf16X16GroupBlock;  // 32 columns of 16 rows
 constexpr int64_t kColsPerBlock = int64_t(kGroupBlock / (2 * kX16Rows));  // 32
-// One token: streams (groups read side by side, from far apart) and runs of
-// 64 columns per accumulator load (decode_runs).
-constexpr int kDecodeStreams = 3, kDecodeRuns = 2;
+// One token: streams (groups read side by side, from far apart).
+constexpr int kDecodeStreams = 3;
 
 inline __m512bh pair_of(const uint8_t* a, int64_t k) {
   return (__m512bh)_mm512_set1_epi32(load_unaligned<int32_t>(a + 4 * k));
@@ -71,40 +74,41 @@ inline void store_vec_dot(float* y, __m512 c1, __m512 c2) {
   _mm256_storeu_ps(y + 8, _mm512_cvtpd_ps(hi));
 }
 
-// One token: R runs of 64 columns of G groups. Each accumulator (group g,
-// pair position k) takes its R runs' pairs in a row, so it is loaded and
-// stored once per R runs rather than once per weight line (32 accumulators
-// a group do not fit the registers). Every line is prefetched 2 KiB (one
-// run) ahead: run r's prefetch is the line run r + 1 loads. Within a pair
-// of runs that is a few instructions of lead only, but prefetching the next
-// pair alone (0.75-0.86 of a plain read), or further ahead (4 or 8 KiB,
-// 0.80-0.84), was slower (docs/cpu-kernels.md).
-template <int G, int R>
-inline void decode_runs(const uint8_t* const (&w)[G], const uint8_t* x, __m512 (&acc)[G][32]) {
-#pragma GCC unroll 32
-  for (int k = 0; k < 32; ++k) {
-    __m512 c[G];
+// Pair position K of a run's 32 activation pairs (two vectors), broadcast
+// from registers rather than loaded: every load takes a load-queue slot
+// that the weights' DRAM stream could use.
+template <int K>
+inline __m512bh pair_in(const __m512i (&xa)[2]) {
+  const __m512i lane = _mm512_shuffle_i32x4(xa[K / 16], xa[K / 16], ((K % 16) / 4) * 0x55);
+  return (__m512bh)_mm512_shuffle_epi32(lane, (_MM_PERM_ENUM)((K % 4) * 0x55));
+}
+
+// Pair position K of one run of 64 columns in G groups: each group's
+// accumulator K (32 a group do not fit the registers, so they live in
+// memory) is loaded, takes the pair, and is stored. Each group's lines are
+// read in order, one sequential stream, each line prefetched one run (2 KiB)
+// ahead.
+template <int G, int K>
+inline void decode_pair(const uint8_t* const (&w)[G], const __m512i (&xa)[2], __m512 (&acc)[G][32]) {
+  const __m512bh xv = pair_in<K>(xa);
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) c[g] = acc[g][k];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-      const size_t at = 2 * kGroupBlock * size_t(r) + 64 * size_t(k);
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(w[g] + at + kPrefetch), _MM_HINT_T0);
-      const __m512bh xv = pair_of(x, 32 * r + k);
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) c[g] = _mm512_dpbf16_ps(c[g], weights_at(w[g] + at), xv);
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) acc[g][k] = c[g];
+  for (int g = 0; g < G; ++g) {
+    _mm_prefetch(reinterpret_cast<const char*>(w[g] + 64 * K + kPrefetch), _MM_HINT_T0);
+    acc[g][K] = _mm512_dpbf16_ps(acc[g][K], weights_at(w[g] + 64 * K), xv);
   }
+}
+
+template <int G, int... K>
+inline void decode_run(const uint8_t* const (&w)[G], const uint8_t* x, __m512 (&acc)[G][32],
+                       std::integer_sequence<int, K...>) {
+  const __m512i xa[2] = {_mm512_loadu_si512(x), _mm512_loadu_si512(x + 64)};
+  (decode_pair<G, K>(w, xa, acc), ...);
 }
 
 // One token, G groups at once (starting at rows row0[g]): each run of 64
 // columns is two group blocks, 32 pair positions, one accumulator each.
 template <int G>
 void decode_groups(const RowDotParams& p, const int64_t (&row0)[G], const uint8_t* a) {
-  constexpr int R = kDecodeRuns;
   const uint8_t* w[G];
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) w[g] = p.w + size_t(row0[g]) * p.w_row_stride;
@@ -114,14 +118,8 @@ void decode_groups(const RowDotParams& p, const int64_t (&row0)[G], const uint8_
 #pragma GCC unroll 32
     for (int k = 0; k < 32; ++k) acc[g][k] = _mm512_setzero_ps();
   const int64_t runs = p.cols / 64;
-  int64_t run = 0;
-  for (; run + R <= runs; run += R) {
-    decode_runs<G, R>(w, a + 128 * size_t(run), acc);
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) w[g] += 2 * kGroupBlock * R;
-  }
-  for (; run < runs; ++run) {
-    decode_runs<G, 1>(w, a + 128 * size_t(run), acc);
+  for (int64_t run = 0; run < runs; ++run) {
+    decode_run<G>(w, a + 128 * size_t(run), acc, std::make_integer_sequence<int, 32>{});
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) w[g] += 2 * kGroupBlock;
   }
