@@ -10,9 +10,9 @@
 // side from the range's thirds, each group's lines in order; their 96
 // accumulators live in memory, and the activation pairs are broadcast from
 // registers (decode_run). On an AMD EPYC with loaded neighbours that reads
-// at a plain read's rate, where each accumulator taking two runs per load
-// and store (two interleaved streams per group, a load per pair) gave
-// 0.66-0.80 of it (docs/cpu-kernels.md).
+// at 0.88-1.01 of a plain read's rate, where each accumulator taking two
+// runs per load and store (two interleaved streams per group, a load per
+// pair) gave 0.65-0.80 of it (docs/cpu-kernels.md).
 //
 // Several tokens (prefill) take an outer product: 48 rows (three groups) by
 // up to 9 tokens in 27 accumulators, three weight loads and 9 broadcasts per
@@ -86,16 +86,15 @@ inline __m512bh pair_in(const __m512i (&xa)[2]) {
 // Pair position K of one run of 64 columns in G groups: each group's
 // accumulator K (32 a group do not fit the registers, so they live in
 // memory) is loaded, takes the pair, and is stored. Each group's lines are
-// read in order, one sequential stream, each line prefetched one run (2 KiB)
-// ahead.
+// read in order, one sequential stream, which the hardware prefetchers
+// follow: software prefetches into L1 held the layer to 31-38 GB/s on the
+// AMD EPYC even when its read gave 45-57, where without them it reached
+// 43-52 (docs/cpu-kernels.md).
 template <int G, int K>
 inline void decode_pair(const uint8_t* const (&w)[G], const __m512i (&xa)[2], __m512 (&acc)[G][32]) {
   const __m512bh xv = pair_in<K>(xa);
 #pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) {
-    _mm_prefetch(reinterpret_cast<const char*>(w[g] + 64 * K + kPrefetch), _MM_HINT_T0);
-    acc[g][K] = _mm512_dpbf16_ps(acc[g][K], weights_at(w[g] + 64 * K), xv);
-  }
+  for (int g = 0; g < G; ++g) acc[g][K] = _mm512_dpbf16_ps(acc[g][K], weights_at(w[g] + 64 * K), xv);
 }
 
 template <int G, int... K>
