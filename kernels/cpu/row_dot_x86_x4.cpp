@@ -86,22 +86,25 @@ struct Meta {
 // runs); Q4_K once its prefetches were spread over its loop (the layer's
 // tasks, one process, variants alternating: 1.25x at both expert shapes,
 // where four streams with a burst of prefetches per block gave 1.00-1.12x).
+// One token prefetches nothing: each group is a sequential stream, which the
+// hardware prefetchers follow, and L1 prefetches held the layer to 29-48
+// GB/s on an AMD EPYC whose read gave 44-61, where without them it reached
+// 42-58 (reads of 55-61; docs/cpu-kernels.md). Before, Q4_K prefetched 1 KiB ahead and
+// Q8_0 2 KiB.
+constexpr size_t kOneTokenAhead = 0;
+
 struct Q4KX4 {
   static constexpr int64_t kBlockElems = kQK_K;
-  // Prefetch distance for passes of n tokens. One token: half the others'
-  // distance, 4 streams 1 KiB ahead rather than 2 (weights from DRAM,
-  // variants alternating in one process: 1.02-1.07x over one matrix, over the
-  // layer's tasks 1.08x for Qwen3-30B-A3B and 1.04x for DeepSeek-V3 shapes;
-  // 512 and 768 bytes no better, Q8_0 no different). Two and eight tokens
-  // lose 6-11% at 1 KiB and keep 2.
-  static constexpr size_t ahead(int64_t n) { return n == 1 ? 1024 : kPrefetch; }
+  // Prefetch distance for passes of n tokens; 0: none (one token, see
+  // kOneTokenAhead). Two and eight tokens lose 6-11% at 1 KiB and keep 2.
+  static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G]);
 };
 struct Q8_0X4 {
   static constexpr int64_t kBlockElems = kQK8_0;
-  static constexpr size_t ahead(int64_t) { return kPrefetch; }
+  static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G]);
@@ -146,7 +149,8 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
     // bytes in the loop below: requests at the pace of the arithmetic rather
     // than a burst of nine per block.
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(grp[g] + woff + kAhead), _MM_HINT_T0);
+    for (int g = 0; g < G; ++g)
+      if constexpr (kAhead > 0) _mm_prefetch(reinterpret_cast<const char*>(grp[g] + woff + kAhead), _MM_HINT_T0);
     __m512i D[G][T][2][kS];
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g)
@@ -166,7 +170,8 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
         const __m512i w = _mm512_loadu_si512(grp[g] + woff + 64 + 64 * s);
-        _mm_prefetch(reinterpret_cast<const char*>(grp[g] + woff + kAhead + 64 + 64 * s), _MM_HINT_T0);
+        if constexpr (kAhead > 0)
+          _mm_prefetch(reinterpret_cast<const char*>(grp[g] + woff + kAhead + 64 + 64 * s), _MM_HINT_T0);
         const __m512i lo = _mm512_and_si512(w, low4);
         const __m512i hi = kHighTimes16 ? _mm512_and_si512(w, high4) : _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
 #pragma GCC unroll 4
@@ -331,7 +336,7 @@ void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T]
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const uint8_t* gb = grp[g] + woff;
-      prefetch_q8_0_x4_block(gb, kAhead);
+      if constexpr (kAhead > 0) prefetch_q8_0_x4_block(gb, kAhead);
       const __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
       const __m512i w[2] = {_mm512_loadu_si512(gb + 8), _mm512_loadu_si512(gb + 72)};
 #pragma GCC unroll 2
@@ -440,7 +445,7 @@ void Q8_0X4Blocks::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&a
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const uint8_t* gb = grp[g] + woff;
-      prefetch_q8_0_x4_block(gb, kAhead);
+      if constexpr (kAhead > 0) prefetch_q8_0_x4_block(gb, kAhead);
       dh[g] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb));
       const __m512i w[2] = {_mm512_loadu_si512(gb + 8), _mm512_loadu_si512(gb + 72)};
 #pragma GCC unroll 2
