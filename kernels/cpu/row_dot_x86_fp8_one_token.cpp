@@ -91,13 +91,11 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
         xa[t] = _mm512_load_si512(xp[t] + 2 * c), xb[t] = _mm512_load_si512(xp[t] + 2 * c + 64);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        // Two tokens (a split one) prefetch: past a row's end, the next row
-        // of the quarter, where rows are contiguous. One token does not: its
-        // streams are sequential, which the hardware prefetchers follow, and
-        // L1 prefetches held the layer to 29-42 GB/s on an AMD EPYC whose
-        // read gave 44-58, where without them it reached 40-55 (reads of
-        // 53-62; docs/cpu-kernels.md).
-        if constexpr (T == 2) _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kPrefetch), _MM_HINT_T0);
+        // No software prefetch: the streams are sequential, which the
+        // hardware prefetchers follow, and L1 prefetches held the layer to
+        // 29-42 GB/s on an AMD EPYC whose read gave 44-58, where without
+        // them it reached 40-55 (reads of 53-62); a split token's pair loop
+        // gained 1.03-1.31x (docs/cpu-kernels.md).
         const __m512i q = _mm512_loadu_si512(w[i] + c);
         if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
         __m512i wa, wb;
