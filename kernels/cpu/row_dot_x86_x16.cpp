@@ -87,9 +87,9 @@ inline __m512bh pair_in(const __m512i (&xa)[2]) {
 // accumulator K (32 a group do not fit the registers, so they live in
 // memory) is loaded, takes the pair, and is stored. Each group's lines are
 // read in order, one sequential stream, which the hardware prefetchers
-// follow: software prefetches into L1 held the layer to 31-38 GB/s on the
-// AMD EPYC even when its read gave 45-57, where without them it reached
-// 43-52 (docs/cpu-kernels.md).
+// follow: software prefetches into L1 held the layer to 24-38 GB/s on an
+// AMD EPYC whose read gave 41-52, where without them it reached 38-57 at
+// reads of 39-57 (docs/cpu-kernels.md).
 template <int G, int K>
 inline void decode_pair(const uint8_t* const (&w)[G], const __m512i (&xa)[2], __m512 (&acc)[G][32]) {
   const __m512bh xv = pair_in<K>(xa);
