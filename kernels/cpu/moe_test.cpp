@@ -77,6 +77,36 @@ Layer make_layer(DType gu, DType dn, int64_t H, int64_t F, int64_t E, uint32_t s
   return L;
 }
 
+// Repacks the layer's experts in place to the gate/up layout gl and the down
+// layout dl, as the arena stores them, and points the experts at this
+// layer's own matrices (so a copy of a layer can be repacked).
+void repack_experts(Layer& L, WeightLayout gl, WeightLayout dl) {
+  const int64_t H = L.shape.hidden, F = L.shape.ffn;
+  for (size_t e = 0; e < L.gate.size(); ++e) {
+    repack_rows(gl, L.shape.gate_up_type, L.gate[e].data(), F, H);
+    repack_rows(gl, L.shape.gate_up_type, L.up[e].data(), F, H);
+    repack_rows(dl, L.shape.down_type, L.down[e].data(), H, F);
+    L.experts[e] = {L.gate[e].data(), L.up[e].data(), L.down[e].data(), nullptr, nullptr, nullptr};
+  }
+  L.shape.gate_up_layout = gl;
+  L.shape.down_layout = dl;
+}
+
+// Gives every FP8 expert matrix of L its marks (fp8_marks.h), kept in `marks`.
+void mark_experts(Layer& L, std::vector<std::vector<uint8_t>>& marks) {
+  const int64_t H = L.shape.hidden, F = L.shape.ffn;
+  auto mark = [&](const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+    marks.emplace_back(fp8_marks_row_bytes(cols) * size_t(rows));
+    fp8_mark_blocks(w.data(), size_t(cols), rows, cols, marks.back().data());
+    return marks.back().data();
+  };
+  for (size_t e = 0; e < L.gate.size(); ++e) {
+    L.experts[e].gate_marks = mark(L.gate[e], F, H);
+    L.experts[e].up_marks = mark(L.up[e], F, H);
+    L.experts[e].down_marks = mark(L.down[e], H, F);
+  }
+}
+
 struct Routing {
   int64_t n_tokens;
   int top_k;
@@ -273,27 +303,8 @@ TEST(MoeLayer, SplitBf16ActivationsReachF32Precision) {
   for (const auto& [t, stored] : {std::pair{DType::kBF16, false}, {DType::kBF16, true},
                                   {DType::kF8E4M3, false}, {DType::kF8E4M3, true}}) {
     Layer L = make_layer(t, t, 512, 768, 8, 23);
-    if (stored) {
-      for (size_t e = 0; e < L.gate.size(); ++e) {
-        MoeExpert& x = L.experts[e];
-        if (t == DType::kBF16) {
-          const WeightLayout l = repacked_layout(t);
-          repack_rows(l, t, L.gate[e].data(), 768, 512);
-          repack_rows(l, t, L.up[e].data(), 768, 512);
-          repack_rows(l, t, L.down[e].data(), 512, 768);
-          L.shape.gate_up_layout = L.shape.down_layout = l;
-          continue;
-        }
-        auto mark = [&](const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
-          marks.emplace_back(fp8_marks_row_bytes(cols) * size_t(rows));
-          fp8_mark_blocks(w.data(), size_t(cols), rows, cols, marks.back().data());
-          return marks.back().data();
-        };
-        x.gate_marks = mark(L.gate[e], 768, 512);
-        x.up_marks = mark(L.up[e], 768, 512);
-        x.down_marks = mark(L.down[e], 512, 768);
-      }
-    }
+    if (stored && t == DType::kBF16) repack_experts(L, repacked_layout(t), repacked_layout(t));
+    if (stored && t == DType::kF8E4M3) mark_experts(L, marks);
     for (int64_t n : {1, 9}) {
       const Routing r = make_routing(n, 4, 512, 8, 24);
       std::vector<double> scale;
@@ -390,15 +401,7 @@ TEST(MoeLayer, X4LayoutsGiveTheRowmajorLayerBitForBit) {
     SCOPED_TRACE(std::string(name(gu)) + ", down " + std::string(name(down)));
     const Layer L = make_layer(gu, down, 512, 768, 6, 31);
     Layer X = L;
-    const WeightLayout lg = repacked_layout(gu), ld = repacked_layout(down);
-    for (size_t e = 0; e < X.gate.size(); ++e) {
-      repack_rows(lg, gu, X.gate[e].data(), 768, 512);
-      repack_rows(lg, gu, X.up[e].data(), 768, 512);
-      repack_rows(ld, down, X.down[e].data(), 512, 768);
-      X.experts[e] = {X.gate[e].data(), X.up[e].data(), X.down[e].data(), nullptr, nullptr, nullptr};
-    }
-    X.shape.gate_up_layout = lg;
-    X.shape.down_layout = ld;
+    repack_experts(X, repacked_layout(gu), repacked_layout(down));
     for (int64_t tokens : {1, 3, 9, 24}) {  // 24: 12 tokens an expert, the amx tiles
       const Routing r = make_routing(tokens, 3, 512, 6, uint32_t(40 + tokens));
       const std::vector<float> want = run_layer(L, r, CpuIsa::kGeneric, 1);
@@ -430,13 +433,7 @@ TEST(MoeLayer, X4LayoutsGiveTheRowmajorLayerBitForBit) {
 TEST(MoeLayer, Bf16X16LayerAgreesWithTheExactLayerAtEveryLevel) {
   const Layer L = make_layer(DType::kBF16, DType::kBF16, 512, 768, 5, 61);
   Layer X = L;
-  for (size_t e = 0; e < X.gate.size(); ++e) {
-    repack_rows(WeightLayout::kBf16X16, DType::kBF16, X.gate[e].data(), 768, 512);
-    repack_rows(WeightLayout::kBf16X16, DType::kBF16, X.up[e].data(), 768, 512);
-    repack_rows(WeightLayout::kBf16X16, DType::kBF16, X.down[e].data(), 512, 768);
-    X.experts[e] = {X.gate[e].data(), X.up[e].data(), X.down[e].data(), nullptr, nullptr, nullptr};
-  }
-  X.shape.gate_up_layout = X.shape.down_layout = WeightLayout::kBf16X16;
+  repack_experts(X, WeightLayout::kBf16X16, WeightLayout::kBf16X16);
   for (int64_t tokens : {1, 6, 45}) {
     const Routing r = make_routing(tokens, 3, 512, 5, uint32_t(60 + tokens));
     std::vector<double> scale;
@@ -527,13 +524,7 @@ TEST(MoeLayer, Q8_0TasksTakeTheAmxTilesAsWholeMatrices) {
   if (!supports(detect_cpu_features(), CpuIsa::kAmx)) GTEST_SKIP() << "this cpu has no amx level";
   const int64_t H = 2080, F = 768;
   Layer L = make_layer(DType::kQ8_0, DType::kQ8_0, H, F, 4, 81);
-  for (size_t e = 0; e < L.gate.size(); ++e) {
-    repack_rows(WeightLayout::kQ8_0X4, DType::kQ8_0, L.gate[e].data(), F, H);
-    repack_rows(WeightLayout::kQ8_0X4, DType::kQ8_0, L.up[e].data(), F, H);
-    repack_rows(WeightLayout::kQ8_0X4, DType::kQ8_0, L.down[e].data(), H, F);
-    L.experts[e] = {L.gate[e].data(), L.up[e].data(), L.down[e].data(), nullptr, nullptr, nullptr};
-  }
-  L.shape.gate_up_layout = L.shape.down_layout = WeightLayout::kQ8_0X4;
+  repack_experts(L, WeightLayout::kQ8_0X4, WeightLayout::kQ8_0X4);
   const Routing r = make_routing(12, 3, H, 4, 82);
   EXPECT_EQ(run_layer(L, r, CpuIsa::kAmx, 2), whole_matrix_calls(L, r, CpuIsa::kAmx));
   EXPECT_EQ(run_layer(L, r, CpuIsa::kAvx512Bf16, 2), whole_matrix_calls(L, r, CpuIsa::kAvx512Bf16));
@@ -552,15 +543,8 @@ TEST(MoeLayer, Fp8MarksGiveTheSameFloats) {
     for (auto* m : {&L.gate[e], &L.up[e], &L.down[e]}) {
       for (int k = 0; k < 6; ++k) (*m)[rng() % m->size()] = special[k == 5 && e == 1 ? 4 : k % 4];
     }
-    auto mark = [&](const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
-      marks.emplace_back(fp8_marks_row_bytes(cols) * size_t(rows));
-      fp8_mark_blocks(w.data(), size_t(cols), rows, cols, marks.back().data());
-      return marks.back().data();
-    };
-    L.experts[e].gate_marks = mark(L.gate[e], F, H);
-    L.experts[e].up_marks = mark(L.up[e], F, H);
-    L.experts[e].down_marks = mark(L.down[e], H, F);
   }
+  mark_experts(L, marks);
   Layer plain = L;
   for (auto& x : plain.experts) x.gate_marks = x.up_marks = x.down_marks = nullptr;
   for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
