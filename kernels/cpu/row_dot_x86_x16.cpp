@@ -161,10 +161,21 @@ struct TileGroups {
   size_t group_bytes, y_group;
 };
 
+// How far ahead the first token group's prefetches ask, and where to: 8 KiB
+// ahead, with prefetcht2 (outer levels, not L1). The DRAM stream then runs
+// ahead of the arithmetic instead of in step with it; prefetches into L1
+// (2 KiB ahead, until stop 33) made the layer slower than none at all. At
+// 256 tokens, one process, variants alternating by repetition (an AMD EPYC,
+// 2 threads), medians of the layer's GFLOP/s over 8-12 repetitions each:
+// DeepSeek-V3 204-232 into L1, 224-258 without, 235-286 with prefetcht1
+// (4 to 32 KiB ahead alike), 267-268 with prefetcht2; Qwen3-30B-A3B 240-280,
+// 275-292, 302-319 and 303-314 (docs/cpu-kernels.md).
+constexpr size_t kPrefillAhead = 8192;
+
 // G groups by NT tokens over blocks [b0, b1): y[t] += (or = when first) the
 // partial dots. The first token group (stream) reads the weights from DRAM
-// and prefetches one line per group per pair position, kPrefetch ahead, so
-// the requests go out at the pace of the arithmetic; later token groups find
+// and prefetches one line per group per pair position, kPrefillAhead ahead,
+// so the requests go out ahead of the arithmetic; later token groups find
 // the step's weights in L1 or L2.
 template <int G, int NT>
 void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* const* a, float* const* y, bool first,
@@ -205,8 +216,8 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
         if (stream)
 #pragma GCC unroll 3
           for (int g = 0; g < G; ++g)
-            _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefetch + 64 * size_t(k)),
-                         _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefillAhead + 64 * size_t(k)),
+                         _MM_HINT_T2);
 #pragma GCC unroll 9
         for (int t = 0; t < NT; ++t) {
           const __m512bh x = pair_of(xb[t], 16 * (b - b0) + k);
