@@ -357,103 +357,86 @@ TEST(RowDot, FloatRowsSumInLlamaCppsAvx512Orders) {
   }
 }
 
-// One or two tokens take their own FP8 loop at the AVX-512 levels where the
-// columns are whole scale blocks; it keeps the tiles' order, so the first
-// tokens of a batch of three (the tiles; tokens 0 and 1 share an activation
-// row) give the same floats, with the weights' marks or without (every
-// row's block 0 holds subnormals).
-TEST(RowDot, Fp8OneTokenSumsAsTheTiles) {
+// Tokens enough that the avx512bf16 FP8 loop leaves the call to the tiles
+// (row_dot.h): the reference its calls must match.
+int64_t fp8_tile_tokens(int64_t cols) { return kFp8LoopMaxValues / cols + 1; }
+
+// Calls of whole scale blocks take their own FP8 loop at the avx512bf16
+// level (one or two tokens, and passes of up to four for more); it keeps the
+// tiles' order, so the first tokens of a batch the tiles take give the same
+// floats, with the weights' marks or without (every row's block 0 holds
+// subnormals), for every pass shape (1 to 4 tokens and a remainder) and for
+// an odd row range (a pair of rows and one left over). Tokens 0 and 1 share
+// an activation row.
+TEST(RowDot, Fp8LoopSumsAsTheTiles) {
   std::mt19937 rng(81);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     if (!supports(detect_cpu_features(), isa)) continue;
     for (int64_t cols : {128, 1024, 7168}) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " cols " + std::to_string(cols));
-      Problem p = make_problem(DType::kF8E4M3, 23, cols, 3, rng);
+      Problem p = make_problem(DType::kF8E4M3, 23, cols, fp8_tile_tokens(cols), rng);
       std::copy(p.a.begin(), p.a.begin() + std::ptrdiff_t(p.a_stride), p.a.begin() + std::ptrdiff_t(p.a_stride));
-      std::vector<float> y_tiles, y_one, y_pair;
-      row_dot_for(isa, DType::kF8E4M3)(params(p, y_tiles, 1, 22));  // the tiles (three tokens)
-      // two tokens, tokens 1 and 2 of the batch: one widening for both
-      const std::vector<uint8_t> marks = fp8_marks(p);
-      std::vector<float> y_pair_marked;
-      RowDotParams pp = params(p, y_pair, 1, 22), ppm = params(p, y_pair_marked, 1, 22);
-      pp.a += p.a_stride, ppm.a += p.a_stride;
-      pp.n_tokens = ppm.n_tokens = 2;
-      ppm.fp8_marks = marks.data();
-      row_dot_for(isa, DType::kF8E4M3)(pp);
-      row_dot_for(isa, DType::kF8E4M3)(ppm);
-      RowDotParams po = params(p, y_one, 1, 22);
-      po.n_tokens = 1;
-      row_dot_for(isa, DType::kF8E4M3)(po);
-      // marked (fp8_marks.h), and with every block marked: the same floats
-      const std::vector<uint8_t> all(marks.size(), 0xFF);
-      std::vector<float> y_marked, y_all;
-      RowDotParams pm = params(p, y_marked, 1, 22), pa = params(p, y_all, 1, 22);
-      pm.n_tokens = pa.n_tokens = 1;
-      pm.fp8_marks = marks.data();
-      pa.fp8_marks = all.data();
-      row_dot_for(isa, DType::kF8E4M3)(pm);
-      row_dot_for(isa, DType::kF8E4M3)(pa);
-      for (int64_t r = 0; r < p.rows + 2; ++r) {
-        ASSERT_EQ(y_one[size_t(r)], y_tiles[size_t(r)]) << "row " << r;
-        ASSERT_EQ(y_marked[size_t(r)], y_tiles[size_t(r)]) << "marked, row " << r;
-        ASSERT_EQ(y_all[size_t(r)], y_tiles[size_t(r)]) << "all marked, row " << r;
-        if (r >= 1 && r < 22) {
-          ASSERT_EQ(y_tiles[size_t(r)], y_tiles[size_t(p.rows + 2 + r)]) << "row " << r;
-          ASSERT_EQ(y_pair[size_t(r)], y_tiles[size_t(p.rows + 2 + r)]) << "pair, row " << r;
-          ASSERT_EQ(y_pair[size_t(p.rows + 2 + r)], y_tiles[size_t(2 * (p.rows + 2) + r)]) << "pair, row " << r;
-          for (size_t t : {0, 1})
-            ASSERT_EQ(y_pair_marked[t * size_t(p.rows + 2) + size_t(r)], y_pair[t * size_t(p.rows + 2) + size_t(r)])
-                << "pair marked, row " << r;
+      std::vector<float> y_tiles;
+      row_dot_for(isa, DType::kF8E4M3)(params(p, y_tiles, 1, 22));
+      const std::vector<uint8_t> marks = fp8_marks(p), all(marks.size(), 0xFF);
+      for (int64_t r = 1; r < 22; ++r) ASSERT_EQ(y_tiles[size_t(r)], y_tiles[size_t(p.rows + 2 + r)]) << "row " << r;
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 9}) {
+        for (const uint8_t* m : {static_cast<const uint8_t*>(nullptr), marks.data(), all.data()}) {
+          SCOPED_TRACE(std::to_string(n) + " tokens" + (m == marks.data() ? ", marked" : m ? ", all marked" : ""));
+          std::vector<float> y;
+          RowDotParams pl = params(p, y, 1, 22);
+          pl.n_tokens = n;
+          pl.fp8_marks = m;
+          row_dot_for(isa, DType::kF8E4M3)(pl);
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < p.rows + 2; ++r) {
+              const size_t i = size_t(t * (p.rows + 2) + r);
+              ASSERT_EQ(y[i], y_tiles[i]) << "token " << t << " row " << r;
+            }
         }
       }
     }
   }
 }
 
-// The one-token loop widens with bit maps that cannot take +-0, the
-// subnormals and NaN; a block holding one goes through the tables, found by
-// its search or by the weights' marks. Every such byte, in blocks of the
-// 4-row groups and of the remainder row: the same floats as the tiles, and
-// NaN for NaN at every level (the generic kernel's; the fp16 route of avx2
-// and avx512 once made it finite).
-TEST(RowDot, Fp8OneTokenTakesEveryByteTheBitMapsCannot) {
+// The FP8 loop widens with bit maps that cannot take +-0, the subnormals and
+// NaN; a block holding one goes through the tables, found by its search or by
+// the weights' marks. Every such byte, in blocks of the 4-row groups and of
+// the remainder row, for one token, two, and five (a pass of four and one):
+// the same floats as the tiles, and NaN for NaN at every level (the generic
+// kernel's; the fp16 route of avx2 and avx512 once made it finite).
+TEST(RowDot, Fp8LoopTakesEveryByteTheBitMapsCannot) {
   std::mt19937 rng(82);
   std::vector<uint8_t> special = {0x00, 0x80, 0x7F, 0xFF};
   for (uint8_t m = 1; m < 8; ++m) special.push_back(m), special.push_back(uint8_t(0x80 | m));
+  constexpr int64_t kCols = 384;
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     if (!supports(detect_cpu_features(), isa)) continue;
     for (size_t k = 0; k < special.size(); ++k) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " byte " + std::to_string(special[k]));
-      Problem p = make_problem(DType::kF8E4M3, 9, 384, 3, rng);
-      std::copy(p.a.begin(), p.a.begin() + std::ptrdiff_t(p.a_stride), p.a.begin() + std::ptrdiff_t(p.a_stride));
+      Problem p = make_problem(DType::kF8E4M3, 9, kCols, fp8_tile_tokens(kCols), rng);
       const int64_t row = int64_t(k % 9), col = 128 * int64_t(1 + k % 2) + int64_t(k * 37 % 128);
       p.w[size_t(row) * p.w_stride + size_t(col)] = special[k];
-      std::vector<float> y_two, y_one, y_marked, y_pair;
-      row_dot_for(isa, DType::kF8E4M3)(params(p, y_two, 0, 9));  // the tiles (three tokens)
-      RowDotParams pp = params(p, y_pair, 0, 9);
-      pp.a += p.a_stride;  // tokens 1 (token 0's copy) and 2
-      pp.n_tokens = 2;     // the one-token loop for two
-      row_dot_for(isa, DType::kF8E4M3)(pp);
-      RowDotParams po = params(p, y_one, 0, 9);
-      po.n_tokens = 1;
-      row_dot_for(isa, DType::kF8E4M3)(po);
+      std::vector<float> y_tiles;
+      row_dot_for(isa, DType::kF8E4M3)(params(p, y_tiles, 0, 9));
       const std::vector<uint8_t> marks = fp8_marks(p);
-      RowDotParams pm = params(p, y_marked, 0, 9);
-      pm.n_tokens = 1;
-      pm.fp8_marks = marks.data();
-      row_dot_for(isa, DType::kF8E4M3)(pm);
-      for (int64_t r = 0; r < 9; ++r) {
-        const float one = y_one[size_t(r)], two = y_two[size_t(r)], marked = y_marked[size_t(r)];
-        const float pair0 = y_pair[size_t(r)], pair1 = y_pair[size_t(p.rows + 2 + r)];
-        if ((special[k] & 0x7F) == 0x7F && r == row) {
-          EXPECT_TRUE(std::isnan(one) && std::isnan(two) && std::isnan(marked) && std::isnan(pair0) &&
-                      std::isnan(pair1))
-              << "row " << r << ": " << one << " " << two << " " << marked << " " << pair0 << " " << pair1;
-        } else {
-          EXPECT_EQ(one, two) << "row " << r;
-          EXPECT_EQ(marked, two) << "marked, row " << r;
-          EXPECT_EQ(pair0, two) << "pair, row " << r;
-          EXPECT_EQ(pair1, y_two[size_t(2 * (p.rows + 2) + r)]) << "pair, row " << r;
+      for (int64_t n : {1, 2, 5}) {
+        for (const uint8_t* m : {static_cast<const uint8_t*>(nullptr), marks.data()}) {
+          SCOPED_TRACE(std::to_string(n) + " tokens" + (m ? ", marked" : ""));
+          std::vector<float> y;
+          RowDotParams pl = params(p, y, 0, 9);
+          pl.n_tokens = n;
+          pl.fp8_marks = m;
+          row_dot_for(isa, DType::kF8E4M3)(pl);
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < 9; ++r) {
+              const size_t i = size_t(t * (p.rows + 2) + r);
+              if ((special[k] & 0x7F) == 0x7F && r == row)
+                EXPECT_TRUE(std::isnan(y[i]) && std::isnan(y_tiles[i]))
+                    << "token " << t << " row " << r << ": " << y[i] << " " << y_tiles[i];
+              else
+                EXPECT_EQ(y[i], y_tiles[i]) << "token " << t << " row " << r;
+            }
         }
       }
     }

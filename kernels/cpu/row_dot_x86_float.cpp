@@ -379,10 +379,10 @@ struct Fp8Tile {
   }
 };
 
-// drive<Fp8Tile>, or the bit-map loop of one or two tokens where it takes
-// the call (row_dot_x86_fp8_one_token.cpp).
+// drive<Fp8Tile>, or the bit-map loop where it takes the call (up to
+// kFp8LoopMaxValues tokens x columns; row_dot_x86_fp8_loop.cpp).
 void fp8_rows(const RowDotParams& p) {
-  if (!try_fp8_one_token(p)) drive<Fp8Tile>(p);
+  if (!try_fp8_loop(p)) drive<Fp8Tile>(p);
 }
 #else
 template <int R, int T> using Bf16Tile = Widened<LoadBf16>::template Tile<R, T>;

@@ -1,8 +1,9 @@
-// One or two tokens' FP8 E4M3 rows at the avx512bf16 level: whole 128-column scale
-// blocks widened by GF(2) affine byte maps (fp8_tables.h), the blocks the maps
-// cannot take summed through the byte tables, found by a search or by the
-// weights' marks (fp8_marks.h). The same floats as row_dot_x86_float.cpp's
-// Fp8Tile, whose fp8_rows calls this first (docs/cpu-kernels.md, "FP8, one token").
+// FP8 E4M3 rows at the avx512bf16 level, for calls of up to kFp8LoopMaxValues
+// tokens x columns (row_dot.h): whole 128-column scale blocks widened by GF(2)
+// affine byte maps (fp8_tables.h), the blocks the maps cannot take summed
+// through the byte tables, found by a search or by the weights' marks
+// (fp8_marks.h). The same floats as row_dot_x86_float.cpp's Fp8Tile, whose
+// fp8_rows calls this first (docs/cpu-kernels.md, "FP8, one token").
 #include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/fp8_tables.h"
 #include "kernels/cpu/row_dot_x86_tile.h"
@@ -60,8 +61,15 @@ namespace {
 // batch of two): each weight vector is widened once and multiplied with
 // both, each token's sums in the one-token order (so in the tiles'): 4
 // vdpbf16ps per 64 weights on the same 6 or 8 widening instructions.
+// Three or more: two rows by up to four tokens a pass (fp8_token_passes).
+// The tiles widen a row's weights through the tables once per tile of up
+// to 4 tokens and 4 rows, and hold 32 sums that do not fit the registers;
+// with the weights in L2 (one thread, 256 x 2048, an AMD EPYC) they took
+// 12.3, 8.3 and 4.3 GB/s of FP8 at 3, 4 and 8 tokens, this loop 14.8-16.1,
+// 13.0-14.3 and 6.0-6.9 (one row by 8 tokens a pass: 4.5-6.8).
+// y: token 0's outputs (token t's y_row_stride floats further).
 template <int R, int T, bool kMarked>
-void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const (&xp)[T]) {
+void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp, float* y) {
   const Fp8BitWidener fp8;
   const __m512i below = _mm512_set1_epi8(kFp8SpecialBelow);
   const size_t marks_row = fp8_marks_row_bytes(p.cols);
@@ -124,36 +132,72 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
   }
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) p.y[size_t(t) * p.y_row_stride + size_t(rows[i])] = vsum(sum[i][t]);
+    for (int t = 0; t < T; ++t) y[size_t(t) * p.y_row_stride + size_t(rows[i])] = vsum(sum[i][t]);
 }
 
-// The most columns the one-token loop permutes activations for (on the
-// stack: 32 KiB a token); wider matrices take the tiles.
-constexpr int64_t kFp8OneTokenMaxCols = 16384;
+// The loop's calls (row_dot.h): at most kFp8LoopMaxCols columns and
+// kFp8LoopMaxValues tokens x columns, its permuted activations on the stack
+// (256 KiB: DeepSeek-V3's 7168 columns, 18 tokens). Larger calls take the tiles.
+// Tokens per pass of three or more: R = 2 rows by 4 tokens keep their
+// block sums, running sums and activations in 24 registers.
+constexpr int kFp8PassTokens = 4;
 
-// The rows in four far-apart streams (the range's quarters), then the rest one by one.
+// One or two tokens: the rows in four far-apart streams (the range's
+// quarters), then the rest one by one.
 template <int T, bool kMarked>
-void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const (&xp)[T]) {
+void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const* xp) {
   const int64_t n = p.row_end - p.row_begin, q = n / 4;
   for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
     const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,
                              p.row_begin + 3 * q + j};
-    fp8_one_token_rows<4, T, kMarked>(p, rows, xp);
+    fp8_one_token_rows<4, T, kMarked>(p, rows, xp, p.y);
   }
   for (int64_t r = p.row_begin + 4 * q; r < p.row_end; ++r) {
     const int64_t rows[1] = {r};
-    fp8_one_token_rows<1, T, kMarked>(p, rows, xp);
+    fp8_one_token_rows<1, T, kMarked>(p, rows, xp, p.y);
   }
 }
 
-template <int T>
-void fp8_few_tokens(const RowDotParams& p, uint8_t* buf) {
-  const uint8_t* xp[T];
+// Rows `rows` for every token, kFp8PassTokens at a time: the first pass
+// reads the rows from DRAM, the later ones find them in L1 or L2.
+template <int R, bool kMarked>
+void fp8_token_passes(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp) {
+  int64_t t = 0;
+  for (; t + kFp8PassTokens <= p.n_tokens; t += kFp8PassTokens)
+    fp8_one_token_rows<R, kFp8PassTokens, kMarked>(p, rows, xp + t, p.y + size_t(t) * p.y_row_stride);
+  float* y = p.y + size_t(t) * p.y_row_stride;
+  switch (p.n_tokens - t) {
+    case 3: fp8_one_token_rows<R, 3, kMarked>(p, rows, xp + t, y); break;
+    case 2: fp8_one_token_rows<R, 2, kMarked>(p, rows, xp + t, y); break;
+    case 1: fp8_one_token_rows<R, 1, kMarked>(p, rows, xp + t, y); break;
+    default: break;
+  }
+}
+
+// Three or more tokens: pairs of rows from the range's halves (two streams),
+// each pair through every token before the next pair.
+template <bool kMarked>
+void fp8_token_halves(const RowDotParams& p, const uint8_t* const* xp) {
+  const int64_t n = p.row_end - p.row_begin, q = n / 2;
+  for (int64_t i = 0; i < 2 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
+  for (int64_t j = 0; j < q; ++j) {
+    const int64_t rows[2] = {p.row_begin + j, p.row_begin + q + j};
+    fp8_token_passes<2, kMarked>(p, rows, xp);
+  }
+  if (n % 2) {
+    const int64_t rows[1] = {p.row_end - 1};
+    fp8_token_passes<1, kMarked>(p, rows, xp);
+  }
+}
+
+// The tokens' activations permuted into the tables' order, once per call
+// instead of once per 4 rows (buf: n_tokens x 2 x cols bytes).
+void fp8_permute_tokens(const RowDotParams& p, uint8_t* buf, const uint8_t** xp) {
   const __m512i order_a = _mm512_load_si512(kFp8OrderA), order_b = _mm512_load_si512(kFp8OrderB);
-  for (int t = 0; t < T; ++t) {
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
     const uint8_t* x = activation_row(p, t);
-    uint8_t* o = buf + size_t(t) * 2 * kFp8OneTokenMaxCols;
+    uint8_t* o = buf + size_t(t) * 2 * size_t(p.cols);
     for (int64_t c = 0; c < p.cols; c += 64) {
       const __m512i x0 = _mm512_loadu_si512(x + 2 * c), x1 = _mm512_loadu_si512(x + 2 * c + 64);
       _mm512_store_si512(o + 2 * c, _mm512_permutex2var_epi16(x0, order_a, x1));
@@ -161,26 +205,34 @@ void fp8_few_tokens(const RowDotParams& p, uint8_t* buf) {
     }
     xp[t] = o;
   }
-  if (p.fp8_marks)
-    fp8_one_token_quarters<T, true>(p, xp);
+}
+
+template <bool kMarked>
+void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
+  if (p.n_tokens == 1)
+    fp8_one_token_quarters<1, kMarked>(p, xp);
+  else if (p.n_tokens == 2)
+    fp8_one_token_quarters<2, kMarked>(p, xp);
   else
-    fp8_one_token_quarters<T, false>(p, xp);
+    fp8_token_halves<kMarked>(p, xp);
 }
 
 }  // namespace
 
-bool try_fp8_one_token(const RowDotParams& p) {
-  if (p.n_tokens < 1 || p.n_tokens > 2 || p.cols % kFp8ScaleBlock != 0 || p.gemm_order ||
-      p.cols > kFp8OneTokenMaxCols)
+bool try_fp8_loop(const RowDotParams& p) {
+  if (p.n_tokens < 1 || p.cols < kFp8ScaleBlock || p.cols % kFp8ScaleBlock != 0 || p.gemm_order ||
+      p.cols > kFp8LoopMaxCols || p.n_tokens * p.cols > kFp8LoopMaxValues)
     return false;
-  alignas(64) uint8_t xp[2 * 2 * kFp8OneTokenMaxCols];
-  if (p.n_tokens == 1)
-    fp8_few_tokens<1>(p, xp);
+  alignas(64) uint8_t buf[2 * kFp8LoopMaxValues];
+  const uint8_t* xp[kFp8LoopMaxValues / kFp8ScaleBlock];
+  fp8_permute_tokens(p, buf, xp);
+  if (p.fp8_marks)
+    fp8_loop<true>(p, xp);
   else
-    fp8_few_tokens<2>(p, xp);
+    fp8_loop<false>(p, xp);
   return true;
 }
 #else
-bool try_fp8_one_token(const RowDotParams&) { return false; }
+bool try_fp8_loop(const RowDotParams&) { return false; }
 #endif
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
