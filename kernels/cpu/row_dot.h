@@ -30,10 +30,11 @@ namespace tandem::kernels {
 
 inline constexpr int kFp8ScaleBlock = 128;
 // FP8 calls whose columns are whole scale blocks, at most kFp8LoopMaxCols of
-// them, and whose tokens x columns are at most kFp8LoopMaxValues take the
-// avx512bf16 level's own loop (row_dot_x86_fp8_loop.cpp; its permuted
-// activations live on the stack, 256 KiB at most); larger calls take that
-// level's tiles, with the same floats.
+// them, take the avx512bf16 level's own loop (row_dot_x86_fp8_loop.cpp), in
+// chunks of tokens of at most kFp8LoopMaxValues tokens x columns (its
+// permuted activations live on the stack, 256 KiB); other calls, and those
+// with gemm_order (which FP8 otherwise ignores), take that level's tiles,
+// with the same floats.
 inline constexpr int64_t kFp8LoopMaxCols = 16384;
 inline constexpr int64_t kFp8LoopMaxValues = 131072;
 

@@ -357,30 +357,36 @@ TEST(RowDot, FloatRowsSumInLlamaCppsAvx512Orders) {
   }
 }
 
-// Tokens enough that the avx512bf16 FP8 loop leaves the call to the tiles
-// (row_dot.h): the reference its calls must match.
-int64_t fp8_tile_tokens(int64_t cols) { return kFp8LoopMaxValues / cols + 1; }
+// Tokens enough for two chunks of the avx512bf16 FP8 loop (row_dot.h).
+int64_t fp8_two_chunks(int64_t cols) { return kFp8LoopMaxValues / cols + 2; }
+
+// The FP8 tiles, which gemm_order selects at every level (FP8 sums are the
+// same either way, so its loop steps aside): the reference for the loop.
+RowDotParams fp8_tiles(RowDotParams p) {
+  p.gemm_order = true;
+  return p;
+}
 
 // Calls of whole scale blocks take their own FP8 loop at the avx512bf16
-// level (one or two tokens, and passes of up to four for more); it keeps the
-// tiles' order, so the first tokens of a batch the tiles take give the same
+// level (one or two tokens, and passes of up to four for more, in chunks of
+// tokens); it keeps the tiles' order, so every token gives the tiles'
 // floats, with the weights' marks or without (every row's block 0 holds
-// subnormals), for every pass shape (1 to 4 tokens and a remainder) and for
-// an odd row range (a pair of rows and one left over). Tokens 0 and 1 share
-// an activation row.
+// subnormals), for every pass shape (1 to 4 tokens and a remainder), two
+// chunks, and an odd row range (a pair of rows and one left over). Tokens 0
+// and 1 share an activation row.
 TEST(RowDot, Fp8LoopSumsAsTheTiles) {
   std::mt19937 rng(81);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     if (!supports(detect_cpu_features(), isa)) continue;
     for (int64_t cols : {128, 1024, 7168}) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " cols " + std::to_string(cols));
-      Problem p = make_problem(DType::kF8E4M3, 23, cols, fp8_tile_tokens(cols), rng);
+      Problem p = make_problem(DType::kF8E4M3, 23, cols, fp8_two_chunks(cols), rng);
       std::copy(p.a.begin(), p.a.begin() + std::ptrdiff_t(p.a_stride), p.a.begin() + std::ptrdiff_t(p.a_stride));
       std::vector<float> y_tiles;
-      row_dot_for(isa, DType::kF8E4M3)(params(p, y_tiles, 1, 22));
+      row_dot_for(isa, DType::kF8E4M3)(fp8_tiles(params(p, y_tiles, 1, 22)));
       const std::vector<uint8_t> marks = fp8_marks(p), all(marks.size(), 0xFF);
       for (int64_t r = 1; r < 22; ++r) ASSERT_EQ(y_tiles[size_t(r)], y_tiles[size_t(p.rows + 2 + r)]) << "row " << r;
-      for (int64_t n : {1, 2, 3, 4, 5, 7, 9}) {
+      for (int64_t n : {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7), int64_t(9), p.tokens}) {
         for (const uint8_t* m : {static_cast<const uint8_t*>(nullptr), marks.data(), all.data()}) {
           SCOPED_TRACE(std::to_string(n) + " tokens" + (m == marks.data() ? ", marked" : m ? ", all marked" : ""));
           std::vector<float> y;
@@ -414,11 +420,11 @@ TEST(RowDot, Fp8LoopTakesEveryByteTheBitMapsCannot) {
     if (!supports(detect_cpu_features(), isa)) continue;
     for (size_t k = 0; k < special.size(); ++k) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " byte " + std::to_string(special[k]));
-      Problem p = make_problem(DType::kF8E4M3, 9, kCols, fp8_tile_tokens(kCols), rng);
+      Problem p = make_problem(DType::kF8E4M3, 9, kCols, 5, rng);
       const int64_t row = int64_t(k % 9), col = 128 * int64_t(1 + k % 2) + int64_t(k * 37 % 128);
       p.w[size_t(row) * p.w_stride + size_t(col)] = special[k];
       std::vector<float> y_tiles;
-      row_dot_for(isa, DType::kF8E4M3)(params(p, y_tiles, 0, 9));
+      row_dot_for(isa, DType::kF8E4M3)(fp8_tiles(params(p, y_tiles, 0, 9)));
       const std::vector<uint8_t> marks = fp8_marks(p);
       for (int64_t n : {1, 2, 5}) {
         for (const uint8_t* m : {static_cast<const uint8_t*>(nullptr), marks.data()}) {

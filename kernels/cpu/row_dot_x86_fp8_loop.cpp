@@ -1,9 +1,11 @@
-// FP8 E4M3 rows at the avx512bf16 level, for calls of up to kFp8LoopMaxValues
-// tokens x columns (row_dot.h): whole 128-column scale blocks widened by GF(2)
+// FP8 E4M3 rows at the avx512bf16 level, for calls of up to kFp8LoopMaxCols
+// columns (row_dot.h): whole 128-column scale blocks widened by GF(2)
 // affine byte maps (fp8_tables.h), the blocks the maps cannot take summed
 // through the byte tables, found by a search or by the weights' marks
 // (fp8_marks.h). The same floats as row_dot_x86_float.cpp's Fp8Tile, whose
 // fp8_rows calls this first (docs/cpu-kernels.md, "FP8, one token").
+#include <algorithm>
+
 #include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/fp8_tables.h"
 #include "kernels/cpu/row_dot_x86_tile.h"
@@ -135,9 +137,9 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
     for (int t = 0; t < T; ++t) y[size_t(t) * p.y_row_stride + size_t(rows[i])] = vsum(sum[i][t]);
 }
 
-// The loop's calls (row_dot.h): at most kFp8LoopMaxCols columns and
-// kFp8LoopMaxValues tokens x columns, its permuted activations on the stack
-// (256 KiB: DeepSeek-V3's 7168 columns, 18 tokens). Larger calls take the tiles.
+// The loop's calls (row_dot.h): at most kFp8LoopMaxCols columns; the
+// permuted activations of kFp8LoopMaxValues tokens x columns at a time on the
+// stack (256 KiB: DeepSeek-V3's 7168 columns, 18 tokens a chunk).
 // Tokens per pass of three or more: R = 2 rows by 4 tokens keep their
 // block sums, running sums and activations in 24 registers.
 constexpr int kFp8PassTokens = 4;
@@ -221,15 +223,26 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
 
 bool try_fp8_loop(const RowDotParams& p) {
   if (p.n_tokens < 1 || p.cols < kFp8ScaleBlock || p.cols % kFp8ScaleBlock != 0 || p.gemm_order ||
-      p.cols > kFp8LoopMaxCols || p.n_tokens * p.cols > kFp8LoopMaxValues)
+      p.cols > kFp8LoopMaxCols)
     return false;
   alignas(64) uint8_t buf[2 * kFp8LoopMaxValues];
   const uint8_t* xp[kFp8LoopMaxValues / kFp8ScaleBlock];
-  fp8_permute_tokens(p, buf, xp);
-  if (p.fp8_marks)
-    fp8_loop<true>(p, xp);
-  else
-    fp8_loop<false>(p, xp);
+  // Chunks of the tokens whose permuted activations fit the buffer, each a
+  // pass over the rows (at 8 or more tokens a pass is compute-bound, so the
+  // weights' second read from DRAM costs little).
+  const int64_t chunk = kFp8LoopMaxValues / p.cols;
+  for (int64_t t0 = 0; t0 < p.n_tokens; t0 += chunk) {
+    RowDotParams c = p;
+    c.n_tokens = std::min(chunk, p.n_tokens - t0);
+    if (p.a_rows) c.a_rows = p.a_rows + t0;
+    else c.a = p.a + size_t(t0) * p.a_row_bytes;
+    c.y = p.y + size_t(t0) * p.y_row_stride;
+    fp8_permute_tokens(c, buf, xp);
+    if (c.fp8_marks)
+      fp8_loop<true>(c, xp);
+    else
+      fp8_loop<false>(c, xp);
+  }
   return true;
 }
 #else
