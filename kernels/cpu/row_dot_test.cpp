@@ -367,6 +367,18 @@ RowDotParams fp8_tiles(RowDotParams p) {
   return p;
 }
 
+// The first n tokens of p over rows [r0, r1) through the level's FP8 kernel
+// (its loop, where it has one), with the weights' marks m or none.
+std::vector<float> fp8_first_tokens(CpuIsa isa, const Problem& p, int64_t r0, int64_t r1, int64_t n,
+                                    const uint8_t* m) {
+  std::vector<float> y;
+  RowDotParams pl = params(p, y, r0, r1);
+  pl.n_tokens = n;
+  pl.fp8_marks = m;
+  row_dot_for(isa, DType::kF8E4M3)(pl);
+  return y;
+}
+
 // Calls of whole scale blocks take their own FP8 loop at the avx512bf16
 // level (one or two tokens, and passes of up to four for more, in chunks of
 // tokens); it keeps the tiles' order, so every token gives the tiles'
@@ -386,14 +398,10 @@ TEST(RowDot, Fp8LoopSumsAsTheTiles) {
       row_dot_for(isa, DType::kF8E4M3)(fp8_tiles(params(p, y_tiles, 1, 22)));
       const std::vector<uint8_t> marks = fp8_marks(p), all(marks.size(), 0xFF);
       for (int64_t r = 1; r < 22; ++r) ASSERT_EQ(y_tiles[size_t(r)], y_tiles[size_t(p.rows + 2 + r)]) << "row " << r;
-      for (int64_t n : {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7), int64_t(9), p.tokens}) {
+      for (int64_t n : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 9, p.tokens}) {
         for (const uint8_t* m : {static_cast<const uint8_t*>(nullptr), marks.data(), all.data()}) {
           SCOPED_TRACE(std::to_string(n) + " tokens" + (m == marks.data() ? ", marked" : m ? ", all marked" : ""));
-          std::vector<float> y;
-          RowDotParams pl = params(p, y, 1, 22);
-          pl.n_tokens = n;
-          pl.fp8_marks = m;
-          row_dot_for(isa, DType::kF8E4M3)(pl);
+          const std::vector<float> y = fp8_first_tokens(isa, p, 1, 22, n, m);
           for (int64_t t = 0; t < n; ++t)
             for (int64_t r = 0; r < p.rows + 2; ++r) {
               const size_t i = size_t(t * (p.rows + 2) + r);
@@ -429,11 +437,7 @@ TEST(RowDot, Fp8LoopTakesEveryByteTheBitMapsCannot) {
       for (int64_t n : {1, 2, 5}) {
         for (const uint8_t* m : {static_cast<const uint8_t*>(nullptr), marks.data()}) {
           SCOPED_TRACE(std::to_string(n) + " tokens" + (m ? ", marked" : ""));
-          std::vector<float> y;
-          RowDotParams pl = params(p, y, 0, 9);
-          pl.n_tokens = n;
-          pl.fp8_marks = m;
-          row_dot_for(isa, DType::kF8E4M3)(pl);
+          const std::vector<float> y = fp8_first_tokens(isa, p, 0, 9, n, m);
           for (int64_t t = 0; t < n; ++t)
             for (int64_t r = 0; r < 9; ++r) {
               const size_t i = size_t(t * (p.rows + 2) + r);
