@@ -1,4 +1,4 @@
-// Marks of FP8 E4M3 weights for the one-token kernel (row_dot_x86_fp8_loop.cpp):
+// Marks of FP8 E4M3 weights for the bit-map loop (row_dot_x86_fp8_loop.cpp):
 // per row, one bit per 128-column scale block, set where the block holds a
 // byte that the kernel's GF(2) bit maps cannot widen (+-0, the 14
 // subnormals and the NaNs: fp8_tables.h). Without them the kernel searches

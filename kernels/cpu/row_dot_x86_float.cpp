@@ -379,8 +379,8 @@ struct Fp8Tile {
   }
 };
 
-// drive<Fp8Tile>, or the bit-map loop where it takes the call (up to
-// kFp8LoopMaxValues tokens x columns; row_dot_x86_fp8_loop.cpp).
+// drive<Fp8Tile>, or the bit-map loop where it takes the call (whole scale
+// blocks, up to kFp8LoopMaxCols columns; row_dot_x86_fp8_loop.cpp).
 void fp8_rows(const RowDotParams& p) {
   if (!try_fp8_loop(p)) drive<Fp8Tile>(p);
 }

@@ -33,9 +33,9 @@ void q8_0_x4_rows(const RowDotParams& p);
 void q8_0_x4_block_rows(const RowDotParams& p);
 // BF16 stored as bf16_x16, row_dot_x86_x16.cpp.
 void bf16_x16_rows(const RowDotParams& p);
-// FP8 over whole scale blocks, calls of up to kFp8LoopMaxValues values (row_dot.h),
-// row_dot_x86_fp8_loop.cpp:
-// false (nothing done) where this level or shape has no such loop.
+// FP8 over whole scale blocks, up to kFp8LoopMaxCols columns (row_dot.h),
+// row_dot_x86_fp8_loop.cpp: false (nothing done) where this level or call
+// has no such loop.
 bool try_fp8_loop(const RowDotParams& p);
 
 namespace {

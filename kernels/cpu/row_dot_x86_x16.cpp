@@ -216,8 +216,9 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
         if (stream)
 #pragma GCC unroll 3
           for (int g = 0; g < G; ++g)
-            _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefillAhead + 64 * size_t(k)),
-                         _MM_HINT_T2);
+            _mm_prefetch(
+                reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefillAhead + 64 * size_t(k)),
+                _MM_HINT_T2);
 #pragma GCC unroll 9
         for (int t = 0; t < NT; ++t) {
           const __m512bh x = pair_of(xb[t], 16 * (b - b0) + k);
