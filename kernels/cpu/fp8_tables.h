@@ -66,30 +66,40 @@ struct Fp8Widener {
 }  // namespace
 #endif
 
-#if defined(__GFNI__) && defined(__AVX512BW__)
+#if defined(__GFNI__) && defined(__AVX512VBMI__)
 namespace {
-// The one-token kernel's widening, half of the tables' instructions: two
-// GF(2) affine byte maps (vgf2p8affineqb) place an FP8 byte's sign, exponent
-// and mantissa bits into its bf16's high and low byte, with the exponent's
+// The FP8 loop's widening (row_dot_x86_fp8_loop.cpp), 4 instructions per 64
+// weights where the tables take 5: an FP8 byte's sign, exponent and
+// mantissa bits go into its bf16's high and low byte, with the exponent's
 // top bit set, i.e. the value times 2^8 (exponent field 128 + e), for every
-// normal FP8; the caller scales by 2^-8 with the block scale. The 18 other
-// bytes, +-0 and the 14 subnormals (exponent field 0, which the map would
-// give a leading 1) and the NaNs 0x7F/0xFF, it cannot map; special(q)
-// gives exactly those bytes a value below kFp8SpecialBelow (a bijective map
-// of the 7 magnitude bits that sends 0..7 and 127 to 0..8), so a running
-// vpminub finds a block that needs the tables.
+// normal FP8; the caller scales by 2^-8 with the block scale.
+// - The high byte, s 1 0 0 0 e3 e2 e1, by a GF(2) affine byte map
+//   (vgf2p8affineqb, constant 0x40).
+// - The low byte, e0 m2 m1 m0 0 0 0 0, is the byte's low nibble shifted up:
+//   a vpermb of a table indexed by the byte's low 6 bits. A second affine
+//   map gives the same byte, but AMD's Zen 4 runs vgf2p8affineqb on the
+//   pipes of vdpbf16ps (the two took 4 cycles per 64 weights between them),
+//   and vpermb mostly on others: 3.9-4.2 cycles per 64 weights of one token
+//   where the two maps took 4.4-4.7 (L1-resident, one thread), 1.07x in L2.
+// The 18 other bytes, +-0 and the 14 subnormals (exponent field 0, which the
+// map would give a leading 1) and the NaNs 0x7F/0xFF, it cannot map;
+// special(q) gives exactly those bytes a value below kFp8SpecialBelow (a
+// bijective map of the 7 magnitude bits that sends 0..7 and 127 to 0..8),
+// so a running vpminub finds a block that needs the tables.
 inline constexpr uint64_t kFp8GfHi = 0x1020400000000080;   // s e3 e2 e1 -> bits 7, 2, 1, 0
-inline constexpr uint64_t kFp8GfLo = 0x0000000001020408;   // e0 m2 m1 m0 -> bits 7..4
 inline constexpr uint64_t kFp8GfSpecial = 0x4142444050604800;
 inline constexpr int kFp8SpecialBelow = 9;
+// Entry i: (i & 15) << 4, for each of the 64 indices.
+inline constexpr int64_t kFp8LowNibbleUp[2] = {0x7060504030201000, int64_t(0xF0E0D0C0B0A09080)};
 struct Fp8BitWidener {
-  __m512i hi = _mm512_set1_epi64(int64_t(kFp8GfHi)), lo = _mm512_set1_epi64(int64_t(kFp8GfLo));
+  __m512i hi = _mm512_set1_epi64(int64_t(kFp8GfHi));
+  __m512i low_nibble_up = _mm512_broadcast_i32x4(_mm_set_epi64x(kFp8LowNibbleUp[1], kFp8LowNibbleUp[0]));
   __m512i special_map = _mm512_set1_epi64(int64_t(kFp8GfSpecial));
 
   // Fp8Widener's column order, values times 2^8.
   void widen(__m512i q, __m512i& order_a, __m512i& order_b) const {
     const __m512i h = _mm512_gf2p8affine_epi64_epi8(q, hi, 0x40);
-    const __m512i l = _mm512_gf2p8affine_epi64_epi8(q, lo, 0);
+    const __m512i l = _mm512_permutexvar_epi8(q, low_nibble_up);
     order_a = _mm512_unpacklo_epi8(l, h);
     order_b = _mm512_unpackhi_epi8(l, h);
   }

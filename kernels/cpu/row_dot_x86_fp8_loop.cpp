@@ -41,7 +41,8 @@ namespace {
 //
 // The weights widen through Fp8BitWidener's bit maps (4 instructions per 64
 // weights where the tables take 5, two of them vpermi2b, which Intel's cores
-// run at half rate), as values times 2^8; a block of a row that holds one
+// run at half rate; one affine map and one vpermb, fp8_tables.h), as values
+// times 2^8; a block of a row that holds one
 // of the 18 bytes the maps cannot take (+-0, subnormals, NaN) is summed
 // again through the tables. Both sum the same products in the same lanes,
 // the bit maps' 2^8 times as large, so the floats are the tables' (bf16
