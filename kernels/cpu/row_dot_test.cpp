@@ -453,6 +453,29 @@ TEST(RowDot, Fp8LoopTakesEveryByteTheBitMapsCannot) {
   }
 }
 
+// Rows of more than 64 scale blocks: the loop gathers a row group's marks into
+// words of 64 blocks, so a marked block in the second word must still go
+// through the tables.
+TEST(RowDot, Fp8LoopTakesMarkedBlocksPastTheFirst64) {
+  if (!supports(detect_cpu_features(), CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no avx512bf16 on this cpu";
+  std::mt19937 rng(83);
+  Problem p = make_problem(DType::kF8E4M3, 5, 128 * 67, 5, rng);
+  p.w[1 * p.w_stride + 128 * 65 + 17] = 0x03;   // a subnormal, row 1, block 65
+  p.w[4 * p.w_stride + 128 * 66 + 100] = 0x85;  // a negative one, row 4, block 66
+  std::vector<float> y_tiles;
+  row_dot_for(CpuIsa::kAvx512Bf16, DType::kF8E4M3)(fp8_tiles(params(p, y_tiles, 0, 5)));
+  const std::vector<uint8_t> marks = fp8_marks(p);
+  for (int64_t n : {1, 2, 5}) {
+    SCOPED_TRACE(std::to_string(n) + " tokens");
+    const std::vector<float> y = fp8_first_tokens(CpuIsa::kAvx512Bf16, p, 0, 5, n, marks.data());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = 0; r < 5; ++r) {
+        const size_t i = size_t(t * (p.rows + 2) + r);
+        EXPECT_EQ(y[i], y_tiles[i]) << "token " << t << " row " << r;
+      }
+  }
+}
+
 TEST(RowDot, GenericFp8IsTheScaledExactSum) {
   // One row, 256 columns: two scale blocks; every product is exact, so the
   // generic result equals a double-precision sum to f32 rounding.

@@ -71,6 +71,23 @@ namespace {
 // 12.3, 8.3 and 4.3 GB/s of FP8 at 3, 4 and 8 tokens, this loop 14.8-16.1,
 // 13.0-14.3 and 6.0-6.9 (one row by 8 tokens a pass: 4.5-6.8).
 // y: token 0's outputs (token t's y_row_stride floats further).
+//
+// The block's end costs little, which mattered on Zen 4, where the loop is
+// bound by the pipes vdpbf16ps shares with the affine map and every fma:
+// - the running sums stay 2^8 times the value (bf16 products and f32 sums
+//   scale exactly by a power of two), so each block's scale multiplies as
+//   it is, and the row's sum takes the 2^-8 once at the end (a tables block
+//   adds its sum times its scale times 2^8);
+// - the blocks any of the rows marked are one bit set, read before the
+//   loop, so each block tests one bit and only a marked block the rows';
+// - for one or two tokens the block's loop ends at c != c0 + 128, which GCC
+//   unrolls into the two steps (with <, it peeled the loop and tested the
+//   bound at every step); with more tokens < kept the registers better (the
+//   != form ran 4-10% slower at 4 and 8 tokens).
+// Together 1.10-1.14x for one token with the weights in L2 (one thread, 256
+// rows of 2048 or 7168; docs/cpu-kernels.md, stop 34). The same floats as
+// before unless a running sum is above 2^120 or below 2^-126 in size (there
+// scaling by 2^8 overflows, or no longer rounds as the subnormals did).
 template <int R, int T, bool kMarked>
 void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp, float* y) {
   const Fp8BitWidener fp8;
@@ -78,13 +95,16 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
   const size_t marks_row = fp8_marks_row_bytes(p.cols);
   const uint8_t* w[R];
   const float* sc[R];
-  const uint8_t* mk[R];
+  uint64_t marked[kFp8LoopMaxCols / kFp8ScaleBlock / 64] = {};
   __m512 sum[R][T];
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
     w[i] = p.w + size_t(rows[i]) * p.w_row_stride;
     sc[i] = p.scales + size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride;
-    mk[i] = kMarked ? p.fp8_marks + size_t(rows[i]) * marks_row : nullptr;
+    if constexpr (kMarked) {
+      const uint8_t* mk = p.fp8_marks + size_t(rows[i]) * marks_row;
+      for (size_t k = 0; k < marks_row; ++k) marked[k / 8] |= uint64_t(mk[k]) << (8 * (k % 8));
+    }
     for (int t = 0; t < T; ++t) sum[i][t] = _mm512_setzero_ps();
   }
   for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
@@ -96,7 +116,7 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
       for (int t = 0; t < T; ++t) blk[i][t] = _mm512_setzero_ps();
     }
 #pragma GCC unroll 2
-    for (int64_t c = c0; c < c0 + kFp8ScaleBlock; c += 64) {
+    for (int64_t c = c0; T <= 2 ? c != c0 + kFp8ScaleBlock : c < c0 + kFp8ScaleBlock; c += 64) {
       __m512i xa[T], xb[T];
       for (int t = 0; t < T; ++t)
         xa[t] = _mm512_load_si512(xp[t] + 2 * c), xb[t] = _mm512_load_si512(xp[t] + 2 * c + 64);
@@ -119,23 +139,25 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
       }
     }
     const int64_t b = c0 / kFp8ScaleBlock;
+    const bool some_marked = kMarked && ((marked[b / 64] >> (b % 64)) & 1) != 0;
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
-      const float s = sc[i][b];
-      const bool tables = kMarked ? ((mk[i][b / 8] >> (b % 8)) & 1) != 0
-                                  : _mm512_cmplt_epu8_mask(low[i], below) != 0;
+      const bool tables =
+          kMarked ? __builtin_expect(some_marked, 0) && ((p.fp8_marks[size_t(rows[i]) * marks_row + size_t(b / 8)] >>
+                                                            (b % 8)) & 1) != 0
+                  : _mm512_cmplt_epu8_mask(low[i], below) != 0;
       for (int t = 0; t < T; ++t) {
         if (__builtin_expect(tables, 0))
-          sum[i][t] = _mm512_fmadd_ps(fp8_block_by_tables(w[i] + c0, xp[t] + 2 * c0), _mm512_set1_ps(s),
-                                      sum[i][t]);
+          sum[i][t] = _mm512_fmadd_ps(fp8_block_by_tables(w[i] + c0, xp[t] + 2 * c0),
+                                      _mm512_set1_ps(sc[i][b] * 0x1p8f), sum[i][t]);
         else
-          sum[i][t] = _mm512_fmadd_ps(blk[i][t], _mm512_set1_ps(s * 0x1p-8f), sum[i][t]);
+          sum[i][t] = _mm512_fmadd_ps(blk[i][t], _mm512_set1_ps(sc[i][b]), sum[i][t]);
       }
     }
   }
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) y[size_t(t) * p.y_row_stride + size_t(rows[i])] = vsum(sum[i][t]);
+    for (int t = 0; t < T; ++t) y[size_t(t) * p.y_row_stride + size_t(rows[i])] = vsum(sum[i][t]) * 0x1p-8f;
 }
 
 // The loop's calls (row_dot.h): at most kFp8LoopMaxCols columns; the
