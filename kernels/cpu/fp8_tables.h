@@ -72,7 +72,7 @@ namespace {
 // weights where the tables take 5: an FP8 byte's sign, exponent and
 // mantissa bits go into its bf16's high and low byte, with the exponent's
 // top bit set, i.e. the value times 2^8 (exponent field 128 + e), for every
-// normal FP8; the caller scales by 2^-8 with the block scale.
+// normal FP8; the caller takes the 2^-8 out (the FP8 loop once per row).
 // - The high byte, s 1 0 0 0 e3 e2 e1, by a GF(2) affine byte map
 //   (vgf2p8affineqb, constant 0x40).
 // - The low byte, e0 m2 m1 m0 0 0 0 0, is the byte's low nibble shifted up:

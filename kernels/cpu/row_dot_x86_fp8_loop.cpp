@@ -39,14 +39,14 @@ namespace {
 // order (kFp8OrderA then kFp8OrderB for each 64 columns), permuted once per
 // call instead of once per 4 rows.
 //
-// The weights widen through Fp8BitWidener's bit maps (4 instructions per 64
-// weights where the tables take 5, two of them vpermi2b, which Intel's cores
-// run at half rate; one affine map and one vpermb, fp8_tables.h), as values
-// times 2^8; a block of a row that holds one
-// of the 18 bytes the maps cannot take (+-0, subnormals, NaN) is summed
-// again through the tables. Both sum the same products in the same lanes,
-// the bit maps' 2^8 times as large, so the floats are the tables' (bf16
-// products are exact in f32, and scaling by 2^8 moves no rounding).
+// The weights widen through Fp8BitWidener (fp8_tables.h: an affine byte map
+// and a vpermb, 4 instructions per 64 weights where the tables take 5, two
+// of them vpermi2b, which Intel's cores run at half rate), as values times
+// 2^8; a block of a row that holds one of the 18 bytes the widening cannot
+// take (+-0, subnormals, NaN) is summed again through the tables. Both sum
+// the same products in the same lanes, the widening's 2^8 times as large, so
+// the floats are the tables' (bf16 products are exact in f32, and scaling by
+// 2^8 moves no rounding).
 // Measured with the weights in cache (one thread, an Intel Xeon with AMX,
 // 256 rows of 2048 or 7168): 12-13 GB/s of FP8 through the tables with the
 // permutes per 4 rows, 16-18 GB/s this way; without the search for the 18
