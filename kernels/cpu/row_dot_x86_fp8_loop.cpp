@@ -88,6 +88,8 @@ namespace {
 // rows of 2048 or 7168; docs/cpu-kernels.md, stop 34). The same floats as
 // before unless a running sum is above 2^120 or below 2^-126 in size (there
 // scaling by 2^8 overflows, or no longer rounds as the subnormals did).
+constexpr int64_t kFp8PairAhead = 8192;
+
 template <int R, int T, bool kMarked>
 void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp, float* y) {
   const Fp8BitWidener fp8;
@@ -122,12 +124,16 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
         xa[t] = _mm512_load_si512(xp[t] + 2 * c), xb[t] = _mm512_load_si512(xp[t] + 2 * c + 64);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        // No software prefetch in the loop (the quarters' first lines are
-        // asked for once, at the start): the streams are sequential, which
-        // the hardware prefetchers follow, and L1 prefetches held the layer to
+        // No software prefetch into L1 (the quarters' first lines are asked
+        // for once, at the start): the streams are sequential, which the
+        // hardware prefetchers follow, and L1 prefetches held the layer to
         // 29-42 GB/s on an AMD EPYC whose read gave 44-58, where without
-        // them it reached 40-55 (reads of 53-62); a split token's pair loop
-        // gained 1.03-1.31x (docs/cpu-kernels.md).
+        // them it reached 40-55 (reads of 53-62). Two tokens (a split
+        // token's pair) do twice the arithmetic per byte, and there a
+        // prefetcht2 8 KiB ahead took the layer from 74-88% of the read to
+        // 85-94% (docs/cpu-kernels.md, stop 34); one token's loop gained
+        // nothing consistent from it.
+        if constexpr (T == 2) _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kFp8PairAhead), _MM_HINT_T2);
         const __m512i q = _mm512_loadu_si512(w[i] + c);
         if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
         __m512i wa, wb;
