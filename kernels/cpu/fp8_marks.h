@@ -5,8 +5,8 @@
 // every 64 weight bytes for those bytes (two of its eight vector
 // instructions per load); with them it reads one bit per block. They are
 // made once where the weights are prepared, as the x4 and x16 layouts are
-// repacked (the benchmark does; the arena stores FP8 experts as F32 today,
-// so no worker has FP8 weights to mark yet).
+// repacked (the arena builder does for a Hugging Face FP8 model's routed
+// experts, and the benchmark for its own).
 //
 // Row r's bits are at marks + r * fp8_marks_row_bytes(cols): block b's bit
 // is bit b % 8 of byte b / 8. A mark set on a clean block costs time, never
@@ -23,6 +23,11 @@ inline constexpr int64_t kFp8MarkBlock = 128;  // columns per mark: a scale bloc
 
 inline size_t fp8_marks_row_bytes(int64_t cols) {
   return size_t((cols + 8 * kFp8MarkBlock - 1) / (8 * kFp8MarkBlock));
+}
+
+// Whether block `block` of the row whose marks start at row_marks is marked.
+inline bool fp8_block_marked(const uint8_t* row_marks, int64_t block) {
+  return ((row_marks[block / 8] >> (block % 8)) & 1) != 0;
 }
 
 // The bytes the bit maps cannot widen: magnitude 0..7 (zero, subnormals) or 0x7F (NaN).

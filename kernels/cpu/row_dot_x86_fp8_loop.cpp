@@ -32,6 +32,10 @@ namespace {
   return acc;
 }
 
+// How far ahead two tokens prefetch each row stream (prefetcht2; see the
+// loop below).
+constexpr int64_t kFp8PairAhead = 8192;
+
 // One token (or two, below), R rows (drive's quarters), whole scale blocks:
 // Fp8Tile<R, 1>'s lanes and order, as one loop with the rows and their scales in registers
 // (through the tile driver the compiler kept the row pointers and the
@@ -88,8 +92,6 @@ namespace {
 // rows of 2048 or 7168; docs/cpu-kernels.md, stop 34). The same floats as
 // before unless a running sum is above 2^120 or below 2^-126 in size (there
 // scaling by 2^8 overflows, or no longer rounds as the subnormals did).
-constexpr int64_t kFp8PairAhead = 8192;
-
 template <int R, int T, bool kMarked>
 void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp, float* y) {
   const Fp8BitWidener fp8;
@@ -148,10 +150,9 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
     const bool some_marked = kMarked && ((marked[b / 64] >> (b % 64)) & 1) != 0;
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
-      const bool tables =
-          kMarked ? __builtin_expect(some_marked, 0) && ((p.fp8_marks[size_t(rows[i]) * marks_row + size_t(b / 8)] >>
-                                                            (b % 8)) & 1) != 0
-                  : _mm512_cmplt_epu8_mask(low[i], below) != 0;
+      const bool tables = kMarked ? __builtin_expect(some_marked, 0) &&
+                                        fp8_block_marked(p.fp8_marks + size_t(rows[i]) * marks_row, b)
+                                  : _mm512_cmplt_epu8_mask(low[i], below) != 0;
       for (int t = 0; t < T; ++t) {
         if (__builtin_expect(tables, 0))
           sum[i][t] = _mm512_fmadd_ps(fp8_block_by_tables(w[i] + c0, xp[t] + 2 * c0),
