@@ -26,7 +26,9 @@
 // q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with avx512bf16,
 // "/x16"); --rowmajor keeps plain rows. FP8 experts carry their marks
 // (fp8_marks.h, made once here as a loader would; "/mk" in the table),
-// which --fp8-unmarked leaves out. --split-bf16 runs BF16 and FP8 with
+// which --fp8-unmarked leaves out; --fp8-s16 stores FP8 matrices as fp8_s16
+// where they fit ("/s16", or "/s16gu" where only gate and up do:
+// weight_layout.h). --split-bf16 runs BF16 and FP8 with
 // activations of f32 precision ("/sp": MoeShape::split_bf16_activations, as
 // the expert workers run Hugging Face models). --hot skips the
 // read before each repetition (with a small --pool-gib: the kernels' speed
@@ -153,6 +155,7 @@ struct Options {
   int reps = 7;
   double read_gib = 2.0;
   bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
+  bool fp8_s16 = false;   // FP8 matrices in fp8_s16 where they fit (weight_layout.h)
   bool rowmajor = false;  // keep Q4_K in rowmajor where the arena would repack it
   bool fp8_unmarked = false;  // FP8 experts without their marks
   bool split_bf16 = false;    // MoeShape::split_bf16_activations
@@ -329,13 +332,38 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     std::vector<uint8_t> one(per_expert);
     fill_weights(type, sd.hidden, one.data(), 2 * gu_bytes, rng);
     fill_weights(type, sd.ffn, one.data() + 2 * gu_bytes, d_bytes, rng);
-    // The layout the loader gives these weights on this machine (arena.h).
+    // FP8 marks, one set per slot (as a loader would store them beside each
+    // expert's weights): gate, up, down, made from the rows before any repack.
+    const size_t gu_marks = size_t(sd.ffn) * tk::fp8_marks_row_bytes(sd.hidden);
+    const size_t d_marks = size_t(sd.hidden) * tk::fp8_marks_row_bytes(sd.ffn);
+    if (type == DType::kF8E4M3 && !o.fp8_unmarked) {
+      marks.resize((2 * gu_marks + d_marks) * size_t(slots));
+      tk::fp8_mark_blocks(one.data(), s.gate_up_row_stride, sd.ffn, sd.hidden, marks.data());
+      tk::fp8_mark_blocks(one.data() + gu_bytes, s.gate_up_row_stride, sd.ffn, sd.hidden, marks.data() + gu_marks);
+      tk::fp8_mark_blocks(one.data() + 2 * gu_bytes, s.down_row_stride, sd.hidden, sd.ffn,
+                          marks.data() + 2 * gu_marks);
+      for (int64_t e = 1; e < slots; ++e)
+        std::memcpy(marks.data() + (2 * gu_marks + d_marks) * size_t(e), marks.data(), 2 * gu_marks + d_marks);
+    }
+    // The layout the loader gives these weights on this machine (arena.h),
+    // or fp8_s16 (--fp8-s16) for each FP8 matrix it fits.
     const tk::WeightLayout l = arena_layout(type, isa, o.rowmajor);
     if (l != tk::WeightLayout::kRowMajor) {
       tk::repack_rows(l, type, one.data(), sd.ffn, sd.hidden);
       tk::repack_rows(l, type, one.data() + gu_bytes, sd.ffn, sd.hidden);
       tk::repack_rows(l, type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
       s.gate_up_layout = s.down_layout = l;
+    } else if (o.fp8_s16 && type == DType::kF8E4M3) {
+      const tk::WeightLayout s16 = tk::WeightLayout::kFp8S16;
+      if (tk::layout_fits(s16, type, sd.ffn, sd.hidden)) {
+        tk::repack_rows(s16, type, one.data(), sd.ffn, sd.hidden);
+        tk::repack_rows(s16, type, one.data() + gu_bytes, sd.ffn, sd.hidden);
+        s.gate_up_layout = s16;
+      }
+      if (tk::layout_fits(s16, type, sd.hidden, sd.ffn)) {
+        tk::repack_rows(s16, type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
+        s.down_layout = s16;
+      }
     }
     // As the arena lays a layer out: every slot's gate, then every up, then
     // every down (one tensor each), so an expert's gate and up lie far apart.
@@ -346,18 +374,6 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       std::memcpy(gate + gu_bytes * size_t(e), one.data(), gu_bytes);
       std::memcpy(up + gu_bytes * size_t(e), one.data() + gu_bytes, gu_bytes);
       std::memcpy(down + d_bytes * size_t(e), one.data() + 2 * gu_bytes, d_bytes);
-    }
-    // FP8 marks, one set per slot (as a loader would store them beside each
-    // expert's weights): gate, up, down.
-    const size_t gu_marks = size_t(sd.ffn) * tk::fp8_marks_row_bytes(sd.hidden);
-    const size_t d_marks = size_t(sd.hidden) * tk::fp8_marks_row_bytes(sd.ffn);
-    if (type == DType::kF8E4M3 && !o.fp8_unmarked) {
-      marks.resize((2 * gu_marks + d_marks) * size_t(slots));
-      tk::fp8_mark_blocks(gate, s.gate_up_row_stride, sd.ffn, sd.hidden, marks.data());
-      tk::fp8_mark_blocks(up, s.gate_up_row_stride, sd.ffn, sd.hidden, marks.data() + gu_marks);
-      tk::fp8_mark_blocks(down, s.down_row_stride, sd.hidden, sd.ffn, marks.data() + 2 * gu_marks);
-      for (int64_t e = 1; e < slots; ++e)
-        std::memcpy(marks.data() + (2 * gu_marks + d_marks) * size_t(e), marks.data(), 2 * gu_marks + d_marks);
     }
     for (int64_t e = 0; e < s.n_experts; ++e) {
       const size_t i = size_t(e % slots);
@@ -428,7 +444,9 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     const double t = median(times);
     const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
     std::string tname(tandem::name(type));
-    if (s.gate_up_layout != tk::WeightLayout::kRowMajor)
+    if (s.gate_up_layout == tk::WeightLayout::kFp8S16 || s.down_layout == tk::WeightLayout::kFp8S16)
+      tname += s.down_layout == tk::WeightLayout::kFp8S16 ? "/s16" : "/s16gu";
+    else if (s.gate_up_layout != tk::WeightLayout::kRowMajor)
       tname += s.gate_up_layout == tk::WeightLayout::kBf16X16 ? "/x16" : "/x4";
     if (!marks.empty()) tname += "/mk";
     if (o.split_bf16 && tk::row_dot_activation_type(type) == DType::kBF16) tname += "/sp";
@@ -472,6 +490,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--spin-us") o.spin_us = std::stoi(value());
     else if (a == "--rowmajor") o.rowmajor = true;
     else if (a == "--fp8-unmarked") o.fp8_unmarked = true;
+    else if (a == "--fp8-s16") o.fp8_s16 = true;
     else if (a == "--split-bf16") o.split_bf16 = true;
     else if (a == "--types") {
       o.types.clear();
@@ -489,7 +508,7 @@ Options parse(int argc, char** argv) {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
                           "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
                           "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
-                          "[--hot] [--rowmajor] [--fp8-unmarked] [--split-bf16] [--spin-us N]");
+                          "[--hot] [--rowmajor] [--fp8-unmarked] [--fp8-s16] [--split-bf16] [--spin-us N]");
     }
   }
   return o;

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/row_dot.h"
@@ -19,10 +20,11 @@ namespace tandem::kernels {
 namespace {
 
 void rows_matmul(const RowDotParams& p);
+void rows_fp8(const RowDotParams& p);
 
 // The repacked layouts (weight_layout.h), the reference way: each group of
 // rows back to rowmajor, each token's activations back to plain (q4_k_x4),
-// then rows_matmul.
+// then rows_matmul (rows_fp8 for fp8_s16).
 void rows_repacked(const RowDotParams& p) {
   const bool q4 = p.layout == WeightLayout::kQ4KX4;
   const LayoutBlocks blocks = layout_blocks(p.layout);
@@ -53,7 +55,13 @@ void rows_repacked(const RowDotParams& p) {
     q.a_row_bytes = a_bytes;
     q.y = y.data();
     q.y_row_stride = size_t(gr);
-    rows_matmul(q);
+    if (p.wtype == DType::kF8E4M3) {  // the group's rows as rows 0..gr-1 (one scale row: gr divides 128)
+      q.scales = p.scales + size_t(r0 / kFp8ScaleBlock) * p.scale_row_stride;
+      if (p.fp8_marks) q.fp8_marks = p.fp8_marks + size_t(r0) * fp8_marks_row_bytes(p.cols);
+      rows_fp8(q);
+    } else {
+      rows_matmul(q);
+    }
     for (int64_t t = 0; t < p.n_tokens; ++t)
       for (int r = 0; r < gr; ++r)
         p.y[size_t(t) * p.y_row_stride + size_t(r0 + r)] = y[size_t(t) * size_t(gr) + size_t(r)];
@@ -90,6 +98,7 @@ void rows_matmul(const RowDotParams& p) {
 // product is exact in f32; a 128-column block is summed in order, then
 // multiplied by its scale and added to the row's sum.
 void rows_fp8(const RowDotParams& p) {
+  if (p.layout != WeightLayout::kRowMajor) return rows_repacked(p);
   for (int64_t r = p.row_begin; r < p.row_end; ++r) {
     const uint8_t* w = p.w + size_t(r) * p.w_row_stride;
     const float* s = p.scales + size_t(r / kFp8ScaleBlock) * p.scale_row_stride;

@@ -381,8 +381,14 @@ struct Fp8Tile {
 
 // drive<Fp8Tile>, or the bit-map loop where it takes the call (whole scale
 // blocks, up to kFp8LoopMaxCols columns; row_dot_x86_fp8_loop.cpp).
-void fp8_rows(const RowDotParams& p) {
+void fp8_rowmajor(const RowDotParams& p) {
   if (!try_fp8_loop(p)) drive<Fp8Tile>(p);
+}
+void fp8_rows(const RowDotParams& p) {
+  if (p.layout != WeightLayout::kFp8S16)
+    fp8_rowmajor(p);
+  else if (!try_fp8_s16_loop(p))
+    fp8_s16_by_groups(p, fp8_rowmajor);
 }
 #else
 template <int R, int T> using Bf16Tile = Widened<LoadBf16>::template Tile<R, T>;
@@ -464,7 +470,13 @@ struct Fp8Tile {
       for (int j = 0; j < T; ++j) out[i][j] = vsum(sum[i][j]);
   }
 };
-void fp8_rows(const RowDotParams& p) { drive<Fp8Tile>(p); }
+void fp8_tiles(const RowDotParams& p) { drive<Fp8Tile>(p); }
+void fp8_rows(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kFp8S16)
+    fp8_s16_by_groups(p, fp8_tiles);
+  else
+    fp8_tiles(p);
+}
 #endif
 
 }  // namespace

@@ -32,6 +32,22 @@ namespace {
   return acc;
 }
 
+// A row's block end for T tokens: the block's sums times its scale into
+// the running sums (2^8 times the value, as the bit maps give them), or,
+// where the block holds a byte the maps cannot take (`tables`), its sums
+// again through the tables at w (its 128 bytes) and the tokens'
+// activations from column c0.
+template <int T>
+[[gnu::always_inline]] inline void fp8_block_end(bool tables, const __m512 (&blk)[T], const uint8_t* w,
+                                                 const uint8_t* const* xp, int64_t c0, float scale, __m512 (&sum)[T]) {
+  for (int t = 0; t < T; ++t) {
+    if (__builtin_expect(tables, 0))
+      sum[t] = _mm512_fmadd_ps(fp8_block_by_tables(w, xp[t] + 2 * c0), _mm512_set1_ps(scale * 0x1p8f), sum[t]);
+    else
+      sum[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(scale), sum[t]);
+  }
+}
+
 // How far ahead two tokens prefetch each row stream (prefetcht2; see the
 // loop below).
 constexpr int64_t kFp8PairAhead = 8192;
@@ -153,13 +169,7 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
       const bool tables = kMarked ? __builtin_expect(some_marked, 0) &&
                                         fp8_block_marked(p.fp8_marks + size_t(rows[i]) * marks_row, b)
                                   : _mm512_cmplt_epu8_mask(low[i], below) != 0;
-      for (int t = 0; t < T; ++t) {
-        if (__builtin_expect(tables, 0))
-          sum[i][t] = _mm512_fmadd_ps(fp8_block_by_tables(w[i] + c0, xp[t] + 2 * c0),
-                                      _mm512_set1_ps(sc[i][b] * 0x1p8f), sum[i][t]);
-        else
-          sum[i][t] = _mm512_fmadd_ps(blk[i][t], _mm512_set1_ps(sc[i][b]), sum[i][t]);
-      }
+      fp8_block_end(tables, blk[i], w[i] + c0, xp, c0, sc[i][b], sum[i]);
     }
   }
 #pragma GCC unroll 4
@@ -249,11 +259,100 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
     fp8_token_halves<kMarked>(p, xp);
 }
 
+// fp8_s16 (weight_layout.h), one or two tokens: the groups of the range's
+// quarters as four streams, R groups a pass; a pass walks its groups slice
+// by slice and, in each slice, row by row, so each stream reads its bytes
+// in order while the activations in use stay one slice's 2 KiB. A row's
+// running sums wait in `run` between its slices (stored and loaded as they
+// are), so every row sums its blocks in the rowmajor loop's order: the same
+// floats as fp8_one_token_rows. Marked weights only (the unmarked search
+// goes through fp8_s16_by_groups).
+template <int R, int T>
+void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const uint8_t* const* xp) {
+  const Fp8BitWidener fp8;
+  const size_t marks_row = fp8_marks_row_bytes(p.cols);
+  const size_t group_bytes = size_t(kFp8S16Rows) * size_t(p.cols);
+  alignas(64) __m512 run[R][kFp8S16Rows][T];
+  for (auto& g : run)
+    for (auto& row : g)
+      for (auto& v : row) v = _mm512_setzero_ps();
+  for (int64_t s0 = 0; s0 < p.cols; s0 += kFp8S16Cols) {
+    const int64_t slice_block = s0 / kFp8ScaleBlock;  // 8 blocks a slice: the marks' byte s0 / 1024
+    for (int k = 0; k < kFp8S16Rows; ++k) {
+      const uint8_t* w[R];
+      const uint8_t* mk[R];
+      const float* sc[R];
+      __m512 sum[R][T];
+      unsigned marked = 0;
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const int64_t row = groups[i] * kFp8S16Rows + k;
+        w[i] = p.w + size_t(groups[i]) * group_bytes + size_t(s0) * kFp8S16Rows + size_t(k) * kFp8S16Cols;
+        mk[i] = p.fp8_marks + size_t(row) * marks_row;
+        sc[i] = p.scales + size_t(row / kFp8ScaleBlock) * p.scale_row_stride + slice_block;
+        marked |= mk[i][slice_block / 8];
+        for (int t = 0; t < T; ++t) sum[i][t] = run[i][k][t];
+      }
+#pragma GCC unroll 1
+      for (int64_t b = 0; b < kFp8S16Cols / kFp8ScaleBlock; ++b) {
+        const int64_t lc0 = b * kFp8ScaleBlock, c0 = s0 + lc0;
+        __m512 blk[R][T];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i)
+          for (int t = 0; t < T; ++t) blk[i][t] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+        for (int64_t c = 0; c != kFp8ScaleBlock; c += 64) {
+          __m512i xa[T], xb[T];
+          for (int t = 0; t < T; ++t)
+            xa[t] = _mm512_load_si512(xp[t] + 2 * (c0 + c)), xb[t] = _mm512_load_si512(xp[t] + 2 * (c0 + c) + 64);
+#pragma GCC unroll 4
+          for (int i = 0; i < R; ++i) {
+            if constexpr (T == 2)  // as fp8_one_token_rows: the bytes ahead in this stream
+              _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8PairAhead), _MM_HINT_T2);
+            __m512i wa, wb;
+            fp8.widen(_mm512_loadu_si512(w[i] + lc0 + c), wa, wb);
+            for (int t = 0; t < T; ++t) {
+              blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wa, (__m512bh)xa[t]);
+              blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wb, (__m512bh)xb[t]);
+            }
+          }
+        }
+        const bool some_marked = ((marked >> b) & 1) != 0;
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) {
+          const bool tables = __builtin_expect(some_marked, 0) && fp8_block_marked(mk[i], slice_block + b);
+          fp8_block_end(tables, blk[i], w[i] + lc0, xp, c0, sc[i][b], sum[i]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i)
+        for (int t = 0; t < T; ++t) run[i][k][t] = sum[i][t];
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int k = 0; k < kFp8S16Rows; ++k)
+      for (int t = 0; t < T; ++t)
+        p.y[size_t(t) * p.y_row_stride + size_t(groups[i] * kFp8S16Rows + k)] = vsum(run[i][k][t]) * 0x1p-8f;
+}
+
+template <int T>
+void fp8_s16_quarters(const RowDotParams& p, const uint8_t* const* xp) {
+  const int64_t g0 = p.row_begin / kFp8S16Rows, n = (p.row_end - p.row_begin) / kFp8S16Rows, q = n / 4;
+  for (int64_t j = 0; j < q; ++j) {
+    const int64_t groups[4] = {g0 + j, g0 + q + j, g0 + 2 * q + j, g0 + 3 * q + j};
+    fp8_s16_group_pass<4, T>(p, groups, xp);
+  }
+  for (int64_t g = g0 + 4 * q; g < g0 + n; ++g) {
+    const int64_t groups[1] = {g};
+    fp8_s16_group_pass<1, T>(p, groups, xp);
+  }
+}
+
 }  // namespace
 
 bool try_fp8_loop(const RowDotParams& p) {
   if (p.n_tokens < 1 || p.cols < kFp8ScaleBlock || p.cols % kFp8ScaleBlock != 0 || p.gemm_order ||
-      p.cols > kFp8LoopMaxCols)
+      p.cols > kFp8LoopMaxCols || p.layout != WeightLayout::kRowMajor)
     return false;
   alignas(64) uint8_t buf[2 * kFp8LoopMaxValues];
   const uint8_t* xp[kFp8LoopMaxValues / kFp8ScaleBlock];
@@ -275,7 +374,47 @@ bool try_fp8_loop(const RowDotParams& p) {
   }
   return true;
 }
+
+bool try_fp8_s16_loop(const RowDotParams& p) {
+  if (p.layout != WeightLayout::kFp8S16 || p.n_tokens < 1 || p.n_tokens > 2 || !p.fp8_marks || p.gemm_order ||
+      !layout_fits(p.layout, p.wtype, p.rows, p.cols))
+    return false;
+  alignas(64) uint8_t buf[2 * 2 * kFp8S16MaxCols];
+  const uint8_t* xp[2];
+  fp8_permute_tokens(p, buf, xp);
+  if (p.n_tokens == 1)
+    fp8_s16_quarters<1>(p, xp);
+  else
+    fp8_s16_quarters<2>(p, xp);
+  return true;
+}
 #else
 bool try_fp8_loop(const RowDotParams&) { return false; }
+bool try_fp8_s16_loop(const RowDotParams&) { return false; }
 #endif
+
+void fp8_s16_by_groups(const RowDotParams& p, RowDotFn rowmajor) {
+  alignas(64) uint8_t rows[size_t(kFp8S16Rows) * size_t(kFp8S16MaxCols)];
+  const size_t row_bytes = size_t(p.cols);
+  for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += kFp8S16Rows) {
+    const uint8_t* group = p.w + size_t(r0) * row_bytes;
+    for (int64_t s = 0; s < p.cols / kFp8S16Cols; ++s) {
+      uint8_t* dst[kMaxGroupRows];
+      for (int r = 0; r < kFp8S16Rows; ++r) dst[r] = rows + size_t(r) * row_bytes + size_t(s) * kFp8S16Cols;
+      unpack_group_block(WeightLayout::kFp8S16, group + size_t(s) * kFp8S16GroupBlock, dst);
+    }
+    RowDotParams q = p;  // the group as rows 0..15, whose scales are one row (16 divides 128)
+    q.layout = WeightLayout::kRowMajor;
+    q.w = rows;
+    q.w_row_stride = row_bytes;
+    q.rows = kFp8S16Rows;
+    q.row_begin = 0;
+    q.row_end = kFp8S16Rows;
+    q.scales = p.scales + size_t(r0 / kFp8ScaleBlock) * p.scale_row_stride;
+    if (p.fp8_marks) q.fp8_marks = p.fp8_marks + size_t(r0) * fp8_marks_row_bytes(p.cols);
+    q.y = p.y + r0;
+    q.then_rows = nullptr;
+    rowmajor(q);
+  }
+}
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

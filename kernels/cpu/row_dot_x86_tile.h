@@ -37,6 +37,12 @@ void bf16_x16_rows(const RowDotParams& p);
 // row_dot_x86_fp8_loop.cpp: false (nothing done) where this level or call
 // has no such loop.
 bool try_fp8_loop(const RowDotParams& p);
+// FP8 stored as fp8_s16 (weight_layout.h), same file: the sliced loop for
+// one or two tokens with marks (false elsewhere: nothing done), and the
+// reference way for any call, each group of 16 rows back to rowmajor (on the
+// stack, 256 KiB) through `rowmajor`.
+bool try_fp8_s16_loop(const RowDotParams& p);
+void fp8_s16_by_groups(const RowDotParams& p, RowDotFn rowmajor);
 
 namespace {
 

@@ -59,6 +59,7 @@ LayoutBlocks layout_blocks(WeightLayout l) {
     case WeightLayout::kQ4KX4: return {kX4Rows, kQK_K, sizeof(BlockQ4_K), kQ4KX4GroupBlock};
     case WeightLayout::kQ8_0X4: return {kX4Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
     case WeightLayout::kBf16X16: return {kX16Rows, 32, 64, kBf16X16GroupBlock};
+    case WeightLayout::kFp8S16: return {kFp8S16Rows, size_t(kFp8S16Cols), size_t(kFp8S16Cols), kFp8S16GroupBlock};
     case WeightLayout::kRowMajor: break;
   }
   return {1, 1, 0, 0};
@@ -70,12 +71,14 @@ std::string_view layout_name(WeightLayout l) {
     case WeightLayout::kQ4KX4: return "q4_k_x4";
     case WeightLayout::kQ8_0X4: return "q8_0_x4";
     case WeightLayout::kBf16X16: return "bf16_x16";
+    case WeightLayout::kFp8S16: return "fp8_s16";
   }
   return "?";
 }
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
-  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16})
+  for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16,
+                         WeightLayout::kFp8S16})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -96,6 +99,9 @@ WeightLayout expert_layout(DType type, CpuIsa isa) {
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   if (l == WeightLayout::kRowMajor) return true;
   const LayoutBlocks b = layout_blocks(l);
+  if (l == WeightLayout::kFp8S16)  // not repacked_layout's (yet): see weight_layout.h
+    return type == DType::kF8E4M3 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kFp8S16Cols == 0 &&
+           cols <= kFp8S16MaxCols;
   // bf16_x16: whole runs of 64 values, so the one-token kernel's vec_dot
   // order has no tail to sum apart.
   const int64_t block = l == WeightLayout::kBf16X16 ? 64 : int64_t(b.block_elems);
@@ -103,6 +109,10 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
 }
 
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
+  if (l == WeightLayout::kFp8S16) {
+    for (int r = 0; r < kFp8S16Rows; ++r) std::memcpy(g + size_t(r) * kFp8S16Cols, rows[r], kFp8S16Cols);
+    return;
+  }
   if (l == WeightLayout::kBf16X16) {
     for (int r = 0; r < kX16Rows; ++r)
       for (int k = 0; k < 16; ++k) std::memcpy(g + 64 * k + 4 * r, rows[r] + 4 * k, 4);
@@ -121,6 +131,10 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
 }
 
 void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) {
+  if (l == WeightLayout::kFp8S16) {
+    for (int r = 0; r < kFp8S16Rows; ++r) std::memcpy(rows[r], g + size_t(r) * kFp8S16Cols, kFp8S16Cols);
+    return;
+  }
   if (l == WeightLayout::kBf16X16) {
     for (int r = 0; r < kX16Rows; ++r)
       for (int k = 0; k < 16; ++k) std::memcpy(rows[r] + 4 * k, g + 64 * k + 4 * r, 4);

@@ -36,6 +36,16 @@
 // same instruction as the rowmajor kernels', and the one-token kernel keeps
 // ggml's vec_dot lanes (per row, pair k of every 64 values in lane k % 32).
 //
+// "fp8_s16" (FP8 E4M3, rows a multiple of 16, columns a multiple of 1024 up
+// to kFp8S16MaxCols): every 16 rows form a group, stored slice by slice:
+// slice s (columns 1024s..1024s+1023, 8 scale blocks) holds the 16 rows'
+// 1024 bytes of it one after another, row r at 1024r. A kernel reading a
+// group walks its bytes in order while its activations in use stay one
+// slice (2 KiB of bf16): with rowmajor rows of 7168 columns the one-token
+// loop's 14 KiB of activations fell out of L1 between rows and its stream
+// from DRAM lost 15-25% (docs/cpu-kernels.md, stop 35). Not chosen by
+// expert_layout yet (tandem-bench-moe --fp8-s16 measures it).
+//
 // Same values, same products: the x4 layouts and one-token bf16_x16 give the
 // rowmajor results bit for bit.
 #pragma once
@@ -50,7 +60,7 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16 };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8S16 };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
@@ -76,6 +86,10 @@ inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a gro
 inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
 inline constexpr int kX16Rows = 16;  // rows per group of bf16_x16
 inline constexpr size_t kBf16X16GroupBlock = 16 * 64;
+inline constexpr int kFp8S16Rows = 16;  // rows per group of fp8_s16
+inline constexpr int64_t kFp8S16Cols = 1024;  // columns per slice
+inline constexpr int64_t kFp8S16MaxCols = 16384;
+inline constexpr size_t kFp8S16GroupBlock = size_t(kFp8S16Rows) * size_t(kFp8S16Cols);
 inline constexpr int kMaxGroupRows = kX16Rows;  // the largest group of any layout
 
 // The groups of a layout: rows per group, values per row block, bytes of

@@ -18,6 +18,8 @@
 
 #include "common/error.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/row_dot.h"
@@ -73,8 +75,14 @@ RowDotParams rowmajor_params(DType type, const uint8_t* w, size_t row_bytes, int
 
 TEST(WeightLayout, NamesAndFits) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
-                         WeightLayout::kBf16X16})
+                         WeightLayout::kBf16X16, WeightLayout::kFp8S16})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
+  EXPECT_TRUE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 32, 7168));
+  EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 24, 7168));  // whole groups of 16
+  EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 16, 768));   // whole slices of 1024
+  EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 16, 17408)); // at most kFp8S16MaxCols
+  EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kBF16, 16, 1024));
+  EXPECT_EQ(expert_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16), WeightLayout::kRowMajor);  // not chosen yet
   EXPECT_FALSE(layout_from_name("q4_k_x8"));
   EXPECT_TRUE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 8, 512));
   EXPECT_FALSE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 6, 512));
@@ -399,6 +407,69 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
     }
   }
   std::printf("  bf16_x16, several tokens: worst |avx512bf16 or amx - generic| / sum|w*x| = %.2e\n", worst);
+}
+
+// fp8_s16 gives the rowmajor floats bit for bit at every level: the sliced
+// loop (one or two tokens, marked) sums each row's blocks in the rowmajor
+// loop's order, and the other calls run the rowmajor kernels on each group
+// put back in rows. Zeros and subnormals in blocks of the later slices send
+// those blocks through the tables; 144 and 160 rows cross a scale row.
+TEST(WeightLayout, Fp8S16RowDotsEqualRowmajorAtEveryLevel) {
+  std::mt19937 rng(41);
+  const DType type = DType::kF8E4M3;
+  for (int64_t cols : {1024, 3072, 7168}) {
+    for (int64_t rows : {16, 64, 80, 144, 160}) {
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<uint8_t> w(size_t(rows * cols));
+      for (auto& b : w) {
+        b = f32_to_fp8_e4m3(nd(rng));
+        if ((b & 0x7F) < 8) b |= 8;  // no zeros or subnormals but where put below
+      }
+      for (int64_t r = 0; r < rows; r += 3) w[size_t(r * cols + (cols - 1 - (r * 131) % cols))] = uint8_t(r % 8);
+      std::vector<uint8_t> marks(size_t(rows) * fp8_marks_row_bytes(cols));
+      fp8_mark_blocks(w.data(), size_t(cols), rows, cols, marks.data());
+      std::vector<uint8_t> s16 = w;
+      repack_rows(WeightLayout::kFp8S16, type, s16.data(), rows, cols);
+      const int64_t blocks = cols / 128;
+      std::vector<float> scales(size_t((rows + 127) / 128 * blocks));
+      std::uniform_real_distribution<float> ud(0.001f, 0.1f);
+      for (auto& v : scales) v = ud(rng);
+      const size_t ab = row_dot_activation_bytes(type, cols);
+      for (int64_t tokens : {1, 2, 3, 5}) {
+        const std::vector<float> x = random_x(tokens * cols, rng);
+        std::vector<uint8_t> a(ab * size_t(tokens));
+        convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+        const std::vector<const uint8_t*> gathered = reversed_rows(a, ab, tokens);
+        const int64_t r0 = rows > 16 ? 16 : 0, r1 = rows > 64 ? rows - 16 : rows;
+        for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+          if (!supports(detect_cpu_features(), isa)) continue;
+          for (bool marked : {true, false})
+            for (bool gather : {false, true}) {
+              SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) + ", " +
+                           std::to_string(tokens) + " tokens" + (marked ? ", marked" : "") +
+                           (gather ? ", gathered" : ""));
+              RowDotParams p =
+                  rowmajor_params(type, w.data(), size_t(cols), rows, cols, a.data(), ab, tokens, r0, r1);
+              p.scales = scales.data();
+              p.scale_row_stride = size_t(blocks);
+              p.fp8_marks = marked ? marks.data() : nullptr;
+              p.a_rows = gather ? gathered.data() : nullptr;
+              std::vector<float> ref(p.y_row_stride * size_t(tokens), -7.0f), y(ref.size(), -7.0f);
+              p.y = ref.data();
+              row_dot_check(p);
+              row_dot_for(isa, type)(p);
+              RowDotParams q = p;
+              q.w = s16.data();
+              q.layout = WeightLayout::kFp8S16;
+              q.y = y.data();
+              row_dot_check(q);
+              row_dot_for(isa, type)(q);
+              for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], ref[i]) << "output " << i;
+            }
+        }
+      }
+    }
+  }
 }
 
 TEST(WeightLayout, Q4KX4ChecksRefuseWhatItCannotTake) {
