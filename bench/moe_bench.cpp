@@ -21,14 +21,14 @@
 // do; the bench prints what waking a sleeping thread costs here instead (on
 // the development VM about 60 us for the caller's futex wake and 120 us
 // until the thread runs: a third of a Qwen3 layer's batch-1 time).
-// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K, Q8_0
-// and BF16 are stored as the loader stores them on this machine (q4_k_x4 and
-// q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with avx512bf16,
-// "/x16"); --rowmajor keeps plain rows. FP8 experts carry their marks
-// (fp8_marks.h, made once here as a loader would; "/mk" in the table),
-// which --fp8-unmarked leaves out; --fp8-s16 stores FP8 matrices as fp8_s16
-// where they fit ("/s16", or "/s16gu" where only gate and up do:
-// weight_layout.h). --split-bf16 runs BF16 and FP8 with
+// TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K,
+// Q8_0 and BF16 are stored as the loader stores them on this machine
+// (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with
+// avx512bf16, "/x16"); --rowmajor keeps plain rows. FP8 experts carry their
+// marks (fp8_marks.h, made once here from the rows, as a loader would; "/mk"
+// in the table), which --fp8-unmarked leaves out; --fp8-s16 stores FP8 rows
+// of 5120 columns or more as fp8_s16 ("/s16gu" where gate and up are, as
+// DeepSeek-V3's; weight_layout.h). --split-bf16 runs BF16 and FP8 with
 // activations of f32 precision ("/sp": MoeShape::split_bf16_activations, as
 // the expert workers run Hugging Face models). --hot skips the
 // read before each repetition (with a small --pool-gib: the kernels' speed
@@ -155,7 +155,7 @@ struct Options {
   int reps = 7;
   double read_gib = 2.0;
   bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
-  bool fp8_s16 = false;   // FP8 matrices in fp8_s16 where they fit (weight_layout.h)
+  bool fp8_s16 = false;   // long FP8 rows as fp8_s16 (weight_layout.h)
   bool rowmajor = false;  // keep Q4_K in rowmajor where the arena would repack it
   bool fp8_unmarked = false;  // FP8 experts without their marks
   bool split_bf16 = false;    // MoeShape::split_bf16_activations
@@ -297,8 +297,14 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
     std::memcpy(dst + off, rows.data(), std::min(rows.size(), bytes - off));
 }
 
-tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, bool rowmajor) {
-  return rowmajor ? tk::WeightLayout::kRowMajor : tk::expert_layout(type, isa);
+// The layout the loader gives a matrix on this machine (arena.h), or plain
+// rows (--rowmajor), or fp8_s16 for FP8 rows of 5120 columns or more
+// (--fp8-s16; weight_layout.h).
+tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int64_t rows, int64_t cols) {
+  if (o.rowmajor) return tk::WeightLayout::kRowMajor;
+  const tk::WeightLayout s16 = tk::WeightLayout::kFp8S16;
+  if (o.fp8_s16 && type == DType::kF8E4M3 && cols >= 5120 && tk::layout_fits(s16, type, rows, cols)) return s16;
+  return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 
 void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType type,
@@ -345,26 +351,16 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       for (int64_t e = 1; e < slots; ++e)
         std::memcpy(marks.data() + (2 * gu_marks + d_marks) * size_t(e), marks.data(), 2 * gu_marks + d_marks);
     }
-    // The layout the loader gives these weights on this machine (arena.h),
-    // or fp8_s16 (--fp8-s16) for each FP8 matrix it fits.
-    const tk::WeightLayout l = arena_layout(type, isa, o.rowmajor);
-    if (l != tk::WeightLayout::kRowMajor) {
-      tk::repack_rows(l, type, one.data(), sd.ffn, sd.hidden);
-      tk::repack_rows(l, type, one.data() + gu_bytes, sd.ffn, sd.hidden);
-      tk::repack_rows(l, type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
-      s.gate_up_layout = s.down_layout = l;
-    } else if (o.fp8_s16 && type == DType::kF8E4M3) {
-      const tk::WeightLayout s16 = tk::WeightLayout::kFp8S16;
-      if (tk::layout_fits(s16, type, sd.ffn, sd.hidden)) {
-        tk::repack_rows(s16, type, one.data(), sd.ffn, sd.hidden);
-        tk::repack_rows(s16, type, one.data() + gu_bytes, sd.ffn, sd.hidden);
-        s.gate_up_layout = s16;
-      }
-      if (tk::layout_fits(s16, type, sd.hidden, sd.ffn)) {
-        tk::repack_rows(s16, type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
-        s.down_layout = s16;
-      }
+    // The layouts the loader gives these matrices on this machine (arena.h).
+    const tk::WeightLayout gu = arena_layout(type, isa, o, sd.ffn, sd.hidden);
+    const tk::WeightLayout dn = arena_layout(type, isa, o, sd.hidden, sd.ffn);
+    if (gu != tk::WeightLayout::kRowMajor) {
+      tk::repack_rows(gu, type, one.data(), sd.ffn, sd.hidden);
+      tk::repack_rows(gu, type, one.data() + gu_bytes, sd.ffn, sd.hidden);
     }
+    if (dn != tk::WeightLayout::kRowMajor) tk::repack_rows(dn, type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
+    s.gate_up_layout = gu;
+    s.down_layout = dn;
     // As the arena lays a layer out: every slot's gate, then every up, then
     // every down (one tensor each), so an expert's gate and up lie far apart.
     uint8_t* gate = weights.p;
@@ -446,8 +442,11 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     std::string tname(tandem::name(type));
     if (s.gate_up_layout == tk::WeightLayout::kFp8S16 || s.down_layout == tk::WeightLayout::kFp8S16)
       tname += s.down_layout == tk::WeightLayout::kFp8S16 ? "/s16" : "/s16gu";
-    else if (s.gate_up_layout != tk::WeightLayout::kRowMajor)
-      tname += s.gate_up_layout == tk::WeightLayout::kBf16X16 ? "/x16" : "/x4";
+    else if (s.gate_up_layout != tk::WeightLayout::kRowMajor || s.down_layout != tk::WeightLayout::kRowMajor)
+      tname += (s.gate_up_layout != tk::WeightLayout::kRowMajor ? s.gate_up_layout : s.down_layout) ==
+                       tk::WeightLayout::kBf16X16
+                   ? "/x16"
+                   : "/x4";
     if (!marks.empty()) tname += "/mk";
     if (o.split_bf16 && tk::row_dot_activation_type(type) == DType::kBF16) tname += "/sp";
     // The most of the peak this run's read allows at the row's flops per

@@ -142,12 +142,7 @@ void write_tensor(const MappedTensor& t, const std::vector<const Placement*>& ds
     }
     progress.add(row_bytes);
   });
-  // Then each placement's layout, matrix by matrix (groups never cross one).
-  for (const Placement* p : dst)
-    if (p->role == PlacementRole::kValues && p->layout != kernels::WeightLayout::kRowMajor)
-      kernels::repack_rows(p->layout, p->dtype, reinterpret_cast<uint8_t*>(base + p->offset),
-                           int64_t(p->shape[0] * p->shape[1]), int64_t(p->shape[2]));
-  // FP8 experts: each slice's block scales and marks.
+  // FP8 experts: each slice's block scales and marks, from the rows.
   for (const Placement* p : dst) {
     if (p->role == PlacementRole::kFp8Scales) write_fp8_scales(t, *p, base);
     if (p->role == PlacementRole::kFp8Marks) {
@@ -165,6 +160,12 @@ void write_tensor(const MappedTensor& t, const std::vector<const Placement*>& ds
     }
     if (p->role != PlacementRole::kValues) progress.add(p->bytes);
   }
+  // Then each placement's layout, matrix by matrix (groups never cross one),
+  // after the marks: they are made from the rows (fp8_marks.h).
+  for (const Placement* p : dst)
+    if (p->role == PlacementRole::kValues && p->layout != kernels::WeightLayout::kRowMajor)
+      kernels::repack_rows(p->layout, p->dtype, reinterpret_cast<uint8_t*>(base + p->offset),
+                           int64_t(p->shape[0] * p->shape[1]), int64_t(p->shape[2]));
 }
 
 kj::Array<capnp::word> make_manifest(const ArenaPlan& plan, const ModelSource& src,

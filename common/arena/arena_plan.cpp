@@ -169,10 +169,10 @@ ArenaPlan plan_arena(const TensorMap& map, const std::vector<int>& worker_nodes,
                   .split = down ? SplitAxis::kCols : SplitAxis::kRows,
                   .slice_begin = r.begin, .slice_end = r.end};
       p.shape[down ? 2 : 1] = r.end - r.begin;
-      const kernels::WeightLayout l = kernels::expert_layout(p.dtype, repack_for);
-      if (kernels::layout_fits(l, p.dtype, int64_t(p.shape[1]), int64_t(p.shape[2]))) p.layout = l;
+      p.layout = kernels::expert_matrix_layout(p.dtype, repack_for, int64_t(p.shape[1]), int64_t(p.shape[2]));
       if (fp8) {
         Placement sc = p, mk = p;
+        sc.layout = mk.layout = kernels::WeightLayout::kRowMajor;  // their own rows, whatever the values'
         sc.name = fp8_scales_name(t.name);
         sc.role = PlacementRole::kFp8Scales;
         sc.dtype = DType::kF32;

@@ -11,6 +11,33 @@
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+namespace {
+// fp8_s16: the group of rows r0..r0+15 put back in rows at `rows` (16 x
+// cols bytes), and p's call for them as rows 0..15 of that buffer (one
+// scale row: 16 divides 128).
+RowDotParams fp8_s16_group_as_rows(const RowDotParams& p, int64_t r0, uint8_t* rows) {
+  const size_t row_bytes = size_t(p.cols);
+  const uint8_t* group = p.w + size_t(r0) * row_bytes;
+  for (int64_t s = 0; s < p.cols / kFp8S16Cols; ++s) {
+    uint8_t* dst[kMaxGroupRows];
+    for (int r = 0; r < kFp8S16Rows; ++r) dst[r] = rows + size_t(r) * row_bytes + size_t(s) * kFp8S16Cols;
+    unpack_group_block(WeightLayout::kFp8S16, group + size_t(s) * kFp8S16GroupBlock, dst);
+  }
+  RowDotParams q = p;
+  q.layout = WeightLayout::kRowMajor;
+  q.w = rows;
+  q.w_row_stride = row_bytes;
+  q.rows = kFp8S16Rows;
+  q.row_begin = 0;
+  q.row_end = kFp8S16Rows;
+  q.scales = p.scales + size_t(r0 / kFp8ScaleBlock) * p.scale_row_stride;
+  if (p.fp8_marks) q.fp8_marks = p.fp8_marks + size_t(r0) * fp8_marks_row_bytes(p.cols);
+  q.y = p.y + r0;
+  q.then_rows = nullptr;
+  return q;
+}
+}  // namespace
+
 #if defined(__AVX512BF16__) && defined(__AVX512VBMI__) && defined(__GFNI__)
 namespace {
 
@@ -348,17 +375,21 @@ void fp8_s16_quarters(const RowDotParams& p, const uint8_t* const* xp) {
   }
 }
 
-}  // namespace
+// The loop over rowmajor rows, marked or not, for activations permuted as xp.
+void fp8_loop_rows(const RowDotParams& p, const uint8_t* const* xp) {
+  if (p.fp8_marks)
+    fp8_loop<true>(p, xp);
+  else
+    fp8_loop<false>(p, xp);
+}
 
-bool try_fp8_loop(const RowDotParams& p) {
-  if (p.n_tokens < 1 || p.cols < kFp8ScaleBlock || p.cols % kFp8ScaleBlock != 0 || p.gemm_order ||
-      p.cols > kFp8LoopMaxCols || p.layout != WeightLayout::kRowMajor)
-    return false;
-  alignas(64) uint8_t buf[2 * kFp8LoopMaxValues];
-  const uint8_t* xp[kFp8LoopMaxValues / kFp8ScaleBlock];
-  // Chunks of the tokens whose permuted activations fit the buffer, each a
-  // pass over the rows (at 8 or more tokens a pass is compute-bound, so the
-  // weights' second read from DRAM costs little).
+// p's tokens in chunks whose permuted activations fit buf (2 x
+// kFp8LoopMaxValues bytes), each permuted once into buf and xp, then
+// run(the chunk's call). A chunk is a pass over the rows (at 8 or more
+// tokens a pass is compute-bound, so the weights' second read from DRAM
+// costs little).
+template <class Run>
+void fp8_token_chunks(const RowDotParams& p, uint8_t* buf, const uint8_t** xp, Run&& run) {
   const int64_t chunk = kFp8LoopMaxValues / p.cols;
   for (int64_t t0 = 0; t0 < p.n_tokens; t0 += chunk) {
     RowDotParams c = p;
@@ -367,25 +398,44 @@ bool try_fp8_loop(const RowDotParams& p) {
     else c.a = p.a + size_t(t0) * p.a_row_bytes;
     c.y = p.y + size_t(t0) * p.y_row_stride;
     fp8_permute_tokens(c, buf, xp);
-    if (c.fp8_marks)
-      fp8_loop<true>(c, xp);
-    else
-      fp8_loop<false>(c, xp);
+    run(c);
   }
+}
+
+}  // namespace
+
+bool try_fp8_loop(const RowDotParams& p) {
+  if (p.n_tokens < 1 || p.cols < kFp8ScaleBlock || p.cols % kFp8ScaleBlock != 0 || p.gemm_order ||
+      p.cols > kFp8LoopMaxCols || p.layout != WeightLayout::kRowMajor)
+    return false;
+  alignas(64) uint8_t buf[2 * kFp8LoopMaxValues];
+  const uint8_t* xp[kFp8LoopMaxValues / kFp8ScaleBlock];
+  fp8_token_chunks(p, buf, xp, [&](const RowDotParams& c) { fp8_loop_rows(c, xp); });
   return true;
 }
 
 bool try_fp8_s16_loop(const RowDotParams& p) {
-  if (p.layout != WeightLayout::kFp8S16 || p.n_tokens < 1 || p.n_tokens > 2 || !p.fp8_marks || p.gemm_order ||
+  if (p.layout != WeightLayout::kFp8S16 || p.n_tokens < 1 || p.gemm_order ||
       !layout_fits(p.layout, p.wtype, p.rows, p.cols))
     return false;
-  alignas(64) uint8_t buf[2 * 2 * kFp8S16MaxCols];
-  const uint8_t* xp[2];
-  fp8_permute_tokens(p, buf, xp);
-  if (p.n_tokens == 1)
-    fp8_s16_quarters<1>(p, xp);
-  else
-    fp8_s16_quarters<2>(p, xp);
+  alignas(64) uint8_t buf[2 * kFp8LoopMaxValues];
+  const uint8_t* xp[kFp8LoopMaxValues / kFp8ScaleBlock];
+  if (p.n_tokens <= 2 && p.fp8_marks) {
+    fp8_permute_tokens(p, buf, xp);
+    if (p.n_tokens == 1)
+      fp8_s16_quarters<1>(p, xp);
+    else
+      fp8_s16_quarters<2>(p, xp);
+    return true;
+  }
+  // Otherwise try_fp8_loop's chunks of tokens, each permuted once and run
+  // over every group put back in rows (a pass of three or more tokens is
+  // compute-bound, so the copy costs little of it).
+  alignas(64) uint8_t rows[size_t(kFp8S16Rows) * size_t(kFp8S16MaxCols)];
+  fp8_token_chunks(p, buf, xp, [&](const RowDotParams& c) {
+    for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += kFp8S16Rows)
+      fp8_loop_rows(fp8_s16_group_as_rows(c, r0, rows), xp);
+  });
   return true;
 }
 #else
@@ -395,26 +445,6 @@ bool try_fp8_s16_loop(const RowDotParams&) { return false; }
 
 void fp8_s16_by_groups(const RowDotParams& p, RowDotFn rowmajor) {
   alignas(64) uint8_t rows[size_t(kFp8S16Rows) * size_t(kFp8S16MaxCols)];
-  const size_t row_bytes = size_t(p.cols);
-  for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += kFp8S16Rows) {
-    const uint8_t* group = p.w + size_t(r0) * row_bytes;
-    for (int64_t s = 0; s < p.cols / kFp8S16Cols; ++s) {
-      uint8_t* dst[kMaxGroupRows];
-      for (int r = 0; r < kFp8S16Rows; ++r) dst[r] = rows + size_t(r) * row_bytes + size_t(s) * kFp8S16Cols;
-      unpack_group_block(WeightLayout::kFp8S16, group + size_t(s) * kFp8S16GroupBlock, dst);
-    }
-    RowDotParams q = p;  // the group as rows 0..15, whose scales are one row (16 divides 128)
-    q.layout = WeightLayout::kRowMajor;
-    q.w = rows;
-    q.w_row_stride = row_bytes;
-    q.rows = kFp8S16Rows;
-    q.row_begin = 0;
-    q.row_end = kFp8S16Rows;
-    q.scales = p.scales + size_t(r0 / kFp8ScaleBlock) * p.scale_row_stride;
-    if (p.fp8_marks) q.fp8_marks = p.fp8_marks + size_t(r0) * fp8_marks_row_bytes(p.cols);
-    q.y = p.y + r0;
-    q.then_rows = nullptr;
-    rowmajor(q);
-  }
+  for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += kFp8S16Rows) rowmajor(fp8_s16_group_as_rows(p, r0, rows));
 }
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

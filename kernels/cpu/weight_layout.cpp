@@ -96,6 +96,11 @@ WeightLayout expert_layout(DType type, CpuIsa isa) {
   return isa >= needs ? l : WeightLayout::kRowMajor;
 }
 
+WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols) {
+  const WeightLayout l = expert_layout(type, isa);
+  return layout_fits(l, type, rows, cols) ? l : WeightLayout::kRowMajor;
+}
+
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   if (l == WeightLayout::kRowMajor) return true;
   const LayoutBlocks b = layout_blocks(l);

@@ -44,7 +44,10 @@
 // slice (2 KiB of bf16): with rowmajor rows of 7168 columns the one-token
 // loop's 14 KiB of activations fell out of L1 between rows and its stream
 // from DRAM lost 15-25% (docs/cpu-kernels.md, stop 35). Not chosen by
-// expert_layout yet (tandem-bench-moe --fp8-s16 measures it).
+// expert_matrix_layout: in the layer it gained 6-9% for one token where a
+// thread's share of DRAM was high, but lost 7-9% for a split token (two
+// activation rows, as Hugging Face FP8 models run) and whenever the cores
+// were shared (tandem-bench-moe --fp8-s16 measures it).
 //
 // Same values, same products: the x4 layouts and one-token bf16_x16 give the
 // rowmajor results bit for bit.
@@ -73,6 +76,11 @@ WeightLayout repacked_layout(DType type);
 // avx512bf16, where a prefill runs about 1.7 times as fast), else rowmajor
 // (lower levels would read them through the generic kernel).
 WeightLayout expert_layout(DType type, CpuIsa isa);
+
+// The layout to store one routed-expert matrix of `type` (rows x cols, a
+// worker's slice) in for kernels of level `isa`: expert_layout's where it
+// fits, else rowmajor.
+WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols);
 
 // Whether `l` can hold a rows x cols matrix of `type` (rowmajor: always).
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols);
