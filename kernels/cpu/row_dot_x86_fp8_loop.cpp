@@ -307,7 +307,6 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
     const int64_t slice_block = s0 / kFp8ScaleBlock;  // 8 blocks a slice: the marks' byte s0 / 1024
     for (int k = 0; k < kFp8S16Rows; ++k) {
       const uint8_t* w[R];
-      const uint8_t* mk[R];
       const float* sc[R];
       __m512 sum[R][T];
       unsigned marked = 0;
@@ -315,9 +314,8 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
       for (int i = 0; i < R; ++i) {
         const int64_t row = groups[i] * kFp8S16Rows + k;
         w[i] = p.w + size_t(groups[i]) * group_bytes + size_t(s0) * kFp8S16Rows + size_t(k) * kFp8S16Cols;
-        mk[i] = p.fp8_marks + size_t(row) * marks_row;
         sc[i] = p.scales + size_t(row / kFp8ScaleBlock) * p.scale_row_stride + slice_block;
-        marked |= mk[i][slice_block / 8];
+        marked |= p.fp8_marks[size_t(row) * marks_row + size_t(slice_block / 8)];
         for (int t = 0; t < T; ++t) sum[i][t] = run[i][k][t];
       }
 #pragma GCC unroll 1
@@ -347,7 +345,9 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
         const bool some_marked = ((marked >> b) & 1) != 0;
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) {
-          const bool tables = __builtin_expect(some_marked, 0) && fp8_block_marked(mk[i], slice_block + b);
+          const bool tables = __builtin_expect(some_marked, 0) &&
+                              fp8_block_marked(p.fp8_marks + size_t(groups[i] * kFp8S16Rows + k) * marks_row,
+                                               slice_block + b);
           fp8_block_end(tables, blk[i], w[i] + lc0, xp, c0, sc[i][b], sum[i]);
         }
       }
