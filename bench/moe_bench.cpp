@@ -24,11 +24,11 @@
 // TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K,
 // Q8_0 and BF16 are stored as the loader stores them on this machine
 // (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with
-// avx512bf16, "/x16"); --rowmajor keeps plain rows. FP8 experts carry their
-// marks (fp8_marks.h, made once here from the rows, as a loader would; "/mk"
-// in the table), which --fp8-unmarked leaves out; --fp8-s16 stores FP8 rows
-// of 5120 columns or more as fp8_s16 ("/s16gu" where gate and up are, as
-// DeepSeek-V3's; weight_layout.h). --split-bf16 runs BF16 and FP8 with
+// avx512bf16, "/x16"; FP8 rows of 5120 columns or more as fp8_s16 with
+// avx512bf16, "/s16gu" where gate and up are, as DeepSeek-V3's);
+// --rowmajor keeps plain rows. FP8 experts carry their marks (fp8_marks.h,
+// made once here from the rows, as a loader would; "/mk" in the table),
+// which --fp8-unmarked leaves out. --split-bf16 runs BF16 and FP8 with
 // activations of f32 precision ("/sp": MoeShape::split_bf16_activations, as
 // the expert workers run Hugging Face models). --hot skips the
 // read before each repetition (with a small --pool-gib: the kernels' speed
@@ -155,8 +155,7 @@ struct Options {
   int reps = 7;
   double read_gib = 2.0;
   bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
-  bool fp8_s16 = false;   // long FP8 rows as fp8_s16 (weight_layout.h)
-  bool rowmajor = false;  // keep Q4_K in rowmajor where the arena would repack it
+  bool rowmajor = false;  // plain rows where the arena would repack them
   bool fp8_unmarked = false;  // FP8 experts without their marks
   bool split_bf16 = false;    // MoeShape::split_bf16_activations
   int spin_us = 100'000;  // the pool threads' spin between jobs
@@ -298,12 +297,9 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
 }
 
 // The layout the loader gives a matrix on this machine (arena.h), or plain
-// rows (--rowmajor), or fp8_s16 for FP8 rows of 5120 columns or more
-// (--fp8-s16; weight_layout.h).
+// rows (--rowmajor).
 tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int64_t rows, int64_t cols) {
   if (o.rowmajor) return tk::WeightLayout::kRowMajor;
-  const tk::WeightLayout s16 = tk::WeightLayout::kFp8S16;
-  if (o.fp8_s16 && type == DType::kF8E4M3 && cols >= 5120 && tk::layout_fits(s16, type, rows, cols)) return s16;
   return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 
@@ -489,7 +485,6 @@ Options parse(int argc, char** argv) {
     else if (a == "--spin-us") o.spin_us = std::stoi(value());
     else if (a == "--rowmajor") o.rowmajor = true;
     else if (a == "--fp8-unmarked") o.fp8_unmarked = true;
-    else if (a == "--fp8-s16") o.fp8_s16 = true;
     else if (a == "--split-bf16") o.split_bf16 = true;
     else if (a == "--types") {
       o.types.clear();
@@ -507,7 +502,7 @@ Options parse(int argc, char** argv) {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
                           "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
                           "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
-                          "[--hot] [--rowmajor] [--fp8-unmarked] [--fp8-s16] [--split-bf16] [--spin-us N]");
+                          "[--hot] [--rowmajor] [--fp8-unmarked] [--split-bf16] [--spin-us N]");
     }
   }
   return o;

@@ -24,8 +24,10 @@ inline constexpr uint32_t kFormatVersion = 1;
 // older kernels no longer matches and is rebuilt.
 // 2: q4_k_x4 and q8_0_x4; 3: bf16_x16; 4: q8_0_x4 w + 128; 5: q4_k_x4's meta
 // in two words per row (weight_layout.h); 6: routed FP8 experts as F8_E4M3
-// with .scale and .marks placements (arena_plan.h). Arena::open refuses another.
-inline constexpr uint32_t kLayoutVersion = 6;
+// with .scale and .marks placements (arena_plan.h); 7: FP8 gate and up
+// slices of 5120 columns or more as fp8_s16, its bytes paired
+// (weight_layout.h). Arena::open refuses another.
+inline constexpr uint32_t kLayoutVersion = 7;
 inline constexpr uint64_t kHeaderBytes = 4096;
 
 enum class ArenaState : uint32_t { kBuilding = 1, kReady = 2 };

@@ -241,6 +241,52 @@ TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
   }
 }
 
+// FP8 gate and up slices of 5120 columns or more are stored as fp8_s16 for
+// the avx512bf16 level (kernels::expert_matrix_layout): each exactly the
+// rowmajor slice repacked, its scales and marks those of the rowmajor rows;
+// the down slices (32 columns here) and every other tensor stay as they are.
+TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredSlicedForAvx512Bf16) {
+  genmodel::GenOptions g;
+  g.config = genmodel::preset_config(Arch::kDeepseekV3, "tiny");
+  g.config.hidden = 5120;
+  g.config.moe.expert_ffn = 32;
+  g.dtype = DType::kF8E4M3;
+  g.format = genmodel::OutFormat::kHf;
+  g.progress = false;
+  const std::string model = run_.file("long-fp8");
+  genmodel::generate(g, model);
+  auto src = ModelSource::open(model);
+  BuildOptions plain, s16;
+  plain.worker_nodes = s16.worker_nodes = {0};
+  s16.repack_for = kernels::CpuIsa::kAvx512Bf16;
+  Arena::build(run_.file("long-plain"), *src, plain);
+  Arena::build(run_.file("long-s16"), *src, s16);
+  Arena a = Arena::open(run_.file("long-plain")), b = Arena::open(run_.file("long-s16"));
+  expect_matches_engine(a, *src);
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  int sliced = 0;
+  for (size_t i = 0; i < a.tensors().size(); ++i) {
+    const ArenaTensor &p = a.tensors()[i], &q = b.tensors()[i];
+    SCOPED_TRACE(q.name + " worker " + std::to_string(q.worker));
+    ASSERT_EQ(p.name, q.name);
+    EXPECT_EQ(p.layout, "rowmajor");
+    std::vector<uint8_t> want(reinterpret_cast<const uint8_t*>(p.bytes.data()),
+                              reinterpret_cast<const uint8_t*>(p.bytes.data()) + p.bytes.size());
+    if (q.worker >= 0 && q.dtype == DType::kF8E4M3 && q.name.find("down") == std::string::npos) {
+      ASSERT_EQ(q.shape[2], 5120u);
+      EXPECT_EQ(q.layout, "fp8_s16");
+      kernels::repack_rows(kernels::WeightLayout::kFp8S16, q.dtype, want.data(), int64_t(q.shape[0] * q.shape[1]),
+                           int64_t(q.shape[2]));
+      ++sliced;
+    } else {
+      EXPECT_EQ(q.layout, "rowmajor");
+    }
+    ASSERT_EQ(q.bytes.size(), want.size());
+    EXPECT_EQ(std::memcmp(q.bytes.data(), want.data(), want.size()), 0);
+  }
+  EXPECT_GT(sliced, 0);
+}
+
 TEST_F(ArenaTest, TwoVirtualNodesEachSliceOnceAndBoundWherePossible) {
   auto src = ModelSource::open(make_model(Arch::kQwen3Moe, DType::kQ8_0, genmodel::OutFormat::kGguf, "v"));
   BuildOptions o;

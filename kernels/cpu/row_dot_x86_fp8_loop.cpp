@@ -12,6 +12,16 @@
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 namespace {
+// fp8_s16's paired bytes (weight_layout.h) in column order: byte n of each
+// 64 is the paired 64's byte index[n].
+struct Fp8Unpair {
+  alignas(64) uint8_t index[64];
+  constexpr Fp8Unpair() : index() {
+    for (int b = 0; b < 64; ++b) index[fp8_s16_column(b)] = uint8_t(b);
+  }
+};
+constexpr Fp8Unpair kFp8Unpair{};
+
 // fp8_s16: the group of rows r0..r0+15 put back in rows at `rows` (16 x
 // cols bytes), and p's call for them as rows 0..15 of that buffer (one
 // scale row: 16 divides 128).
@@ -19,9 +29,18 @@ RowDotParams fp8_s16_group_as_rows(const RowDotParams& p, int64_t r0, uint8_t* r
   const size_t row_bytes = size_t(p.cols);
   const uint8_t* group = p.w + size_t(r0) * row_bytes;
   for (int64_t s = 0; s < p.cols / kFp8S16Cols; ++s) {
+#if defined(__AVX512VBMI__)
+    const __m512i unpair = _mm512_load_si512(kFp8Unpair.index);
+    const uint8_t* g = group + size_t(s) * kFp8S16GroupBlock;
+    for (int r = 0; r < kFp8S16Rows; ++r)
+      for (int64_t c = 0; c < kFp8S16Cols; c += 64)
+        _mm512_storeu_si512(rows + size_t(r) * row_bytes + size_t(s * kFp8S16Cols + c),
+                            _mm512_permutexvar_epi8(unpair, _mm512_loadu_si512(g + r * kFp8S16Cols + c)));
+#else
     uint8_t* dst[kMaxGroupRows];
     for (int r = 0; r < kFp8S16Rows; ++r) dst[r] = rows + size_t(r) * row_bytes + size_t(s) * kFp8S16Cols;
     unpack_group_block(WeightLayout::kFp8S16, group + size_t(s) * kFp8S16GroupBlock, dst);
+#endif
   }
   RowDotParams q = p;
   q.layout = WeightLayout::kRowMajor;
@@ -47,12 +66,14 @@ namespace {
 // loop keeps its registers. Not fp8_span<1, 1>, whose lanes are the same: it
 // permutes the activations again per 64 columns (measured through it, the
 // loop ran 3-20% slower with hot weights whose subnormals send some blocks here).
-[[gnu::noinline, gnu::cold]] __m512 fp8_block_by_tables(const uint8_t* w, const uint8_t* xp) {
+// Paired: w in fp8_s16's byte order, put back in column order first.
+[[gnu::noinline, gnu::cold]] __m512 fp8_block_by_tables(const uint8_t* w, const uint8_t* xp, bool paired) {
   const Fp8Widener fp8;
   __m512 acc = _mm512_setzero_ps();
   for (int c = 0; c < int(kFp8ScaleBlock); c += 64) {
-    __m512i wa, wb;
-    fp8.widen(_mm512_loadu_si512(w + c), wa, wb);
+    __m512i wa, wb, q = _mm512_loadu_si512(w + c);
+    if (paired) q = _mm512_permutexvar_epi8(_mm512_load_si512(kFp8Unpair.index), q);
+    fp8.widen(q, wa, wb);
     acc = _mm512_dpbf16_ps(acc, (__m512bh)wa, (__m512bh)_mm512_load_si512(xp + 2 * c));
     acc = _mm512_dpbf16_ps(acc, (__m512bh)wb, (__m512bh)_mm512_load_si512(xp + 2 * c + 64));
   }
@@ -63,13 +84,14 @@ namespace {
 // the running sums (2^8 times the value, as the bit maps give them), or,
 // where the block holds a byte the maps cannot take (`tables`), its sums
 // again through the tables at w (its 128 bytes) and the tokens'
-// activations from column c0.
-template <int T>
+// activations from column c0 (kPaired: w in fp8_s16's byte order).
+template <int T, bool kPaired = false>
 [[gnu::always_inline]] inline void fp8_block_end(bool tables, const __m512 (&blk)[T], const uint8_t* w,
                                                  const uint8_t* const* xp, int64_t c0, float scale, __m512 (&sum)[T]) {
   for (int t = 0; t < T; ++t) {
     if (__builtin_expect(tables, 0))
-      sum[t] = _mm512_fmadd_ps(fp8_block_by_tables(w, xp[t] + 2 * c0), _mm512_set1_ps(scale * 0x1p8f), sum[t]);
+      sum[t] = _mm512_fmadd_ps(fp8_block_by_tables(w, xp[t] + 2 * c0, kPaired), _mm512_set1_ps(scale * 0x1p8f),
+                               sum[t]);
     else
       sum[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(scale), sum[t]);
   }
@@ -135,9 +157,20 @@ constexpr int64_t kFp8PairAhead = 8192;
 // rows of 2048 or 7168; docs/cpu-kernels.md, stop 34). The same floats as
 // before unless a running sum is above 2^120 or below 2^-126 in size (there
 // scaling by 2^8 overflows, or no longer rounds as the subnormals did).
-template <int R, int T, bool kMarked>
+//
+// kForm: the rows' bytes as rowmajor rows (kFp8Rowmajor) or as fp8_s16
+// groups (weight_layout.h; marked weights only, three or more tokens: see
+// try_fp8_s16_loop), a row's block b then at its group's slice b / 8, the
+// paired bytes widened by Fp8PairWidener (kFp8S16First: the call's first
+// row starts the matrix, and its loads read nothing before it).
+enum Fp8Form { kFp8Rowmajor, kFp8S16, kFp8S16First };
+
+template <int R, int T, bool kMarked, Fp8Form kForm = kFp8Rowmajor>
 void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp, float* y) {
+  constexpr bool kS16 = kForm != kFp8Rowmajor;
+  static_assert(kMarked || !kS16);
   const Fp8BitWidener fp8;
+  const Fp8PairWidener pair;
   const __m512i below = _mm512_set1_epi8(kFp8SpecialBelow);
   const size_t marks_row = fp8_marks_row_bytes(p.cols);
   const uint8_t* w[R];
@@ -146,7 +179,11 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
   __m512 sum[R][T];
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
-    w[i] = p.w + size_t(rows[i]) * p.w_row_stride;
+    if constexpr (kS16)  // the row's first slice
+      w[i] = p.w + size_t(rows[i] / kFp8S16Rows) * kFp8S16Rows * size_t(p.cols) +
+             size_t(rows[i] % kFp8S16Rows) * kFp8S16Cols;
+    else
+      w[i] = p.w + size_t(rows[i]) * p.w_row_stride;
     sc[i] = p.scales + size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride;
     if constexpr (kMarked) {
       const uint8_t* mk = p.fp8_marks + size_t(rows[i]) * marks_row;
@@ -157,8 +194,12 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
   for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
     __m512 blk[R][T];
     __m512i low[R];
+    // the rows' bytes of this block at wb[i] + (c - c0)
+    const size_t at = kS16 ? size_t(c0 / kFp8S16Cols) * kFp8S16GroupBlock + size_t(c0 % kFp8S16Cols) : size_t(c0);
+    const uint8_t* wb[R];
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
+      wb[i] = w[i] + at;
       low[i] = _mm512_set1_epi8(-1);
       for (int t = 0; t < T; ++t) blk[i][t] = _mm512_setzero_ps();
     }
@@ -178,14 +219,19 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
         // prefetcht2 8 KiB ahead took the layer from 74-88% of the read to
         // 85-94% (docs/cpu-kernels.md, stop 34); one token's loop gained
         // nothing consistent from it.
-        if constexpr (T == 2) _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kFp8PairAhead), _MM_HINT_T2);
-        const __m512i q = _mm512_loadu_si512(w[i] + c);
-        if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
-        __m512i wa, wb;
-        fp8.widen(q, wa, wb);
+        if constexpr (T == 2 && !kS16)
+          _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kFp8PairAhead), _MM_HINT_T2);
+        __m512i wa, wo;
+        if constexpr (kS16) {
+          pair.widen<kForm == kFp8S16First>(wb[i] + (c - c0), wa, wo);
+        } else {
+          const __m512i q = _mm512_loadu_si512(w[i] + c);
+          if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
+          fp8.widen(q, wa, wo);
+        }
         for (int t = 0; t < T; ++t) {
           blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wa, (__m512bh)xa[t]);
-          blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wb, (__m512bh)xb[t]);
+          blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wo, (__m512bh)xb[t]);
         }
       }
     }
@@ -196,7 +242,7 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
       const bool tables = kMarked ? __builtin_expect(some_marked, 0) &&
                                         fp8_block_marked(p.fp8_marks + size_t(rows[i]) * marks_row, b)
                                   : _mm512_cmplt_epu8_mask(low[i], below) != 0;
-      fp8_block_end(tables, blk[i], w[i] + c0, xp, c0, sc[i][b], sum[i]);
+      fp8_block_end<T, kS16>(tables, blk[i], wb[i], xp, c0, sc[i][b], sum[i]);
     }
   }
 #pragma GCC unroll 4
@@ -230,33 +276,45 @@ void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const* xp) {
 
 // Rows `rows` for every token, kFp8PassTokens at a time: the first pass
 // reads the rows from DRAM, the later ones find them in L1 or L2.
-template <int R, bool kMarked>
+template <int R, bool kMarked, Fp8Form kForm>
 void fp8_token_passes(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp) {
   int64_t t = 0;
   for (; t + kFp8PassTokens <= p.n_tokens; t += kFp8PassTokens)
-    fp8_one_token_rows<R, kFp8PassTokens, kMarked>(p, rows, xp + t, p.y + size_t(t) * p.y_row_stride);
+    fp8_one_token_rows<R, kFp8PassTokens, kMarked, kForm>(p, rows, xp + t, p.y + size_t(t) * p.y_row_stride);
   float* y = p.y + size_t(t) * p.y_row_stride;
   switch (p.n_tokens - t) {
-    case 3: fp8_one_token_rows<R, 3, kMarked>(p, rows, xp + t, y); break;
-    case 2: fp8_one_token_rows<R, 2, kMarked>(p, rows, xp + t, y); break;
-    case 1: fp8_one_token_rows<R, 1, kMarked>(p, rows, xp + t, y); break;
+    case 3: fp8_one_token_rows<R, 3, kMarked, kForm>(p, rows, xp + t, y); break;
+    case 2: fp8_one_token_rows<R, 2, kMarked, kForm>(p, rows, xp + t, y); break;
+    case 1: fp8_one_token_rows<R, 1, kMarked, kForm>(p, rows, xp + t, y); break;
     default: break;
   }
 }
 
 // Three or more tokens: pairs of rows from the range's halves (two streams),
-// each pair through every token before the next pair.
-template <bool kMarked>
+// each pair through every token before the next pair. fp8_s16 (kS16, marked
+// weights): the pair holding the matrix's row 0 as kFp8S16First.
+template <bool kMarked, bool kS16 = false>
 void fp8_token_halves(const RowDotParams& p, const uint8_t* const* xp) {
+  const auto passes = [&]<int R>(const int64_t(&rows)[R]) {
+    if constexpr (kS16) {
+      if (rows[0] == 0)
+        fp8_token_passes<R, kMarked, kFp8S16First>(p, rows, xp);
+      else
+        fp8_token_passes<R, kMarked, kFp8S16>(p, rows, xp);
+    } else {
+      fp8_token_passes<R, kMarked, kFp8Rowmajor>(p, rows, xp);
+    }
+  };
   const int64_t n = p.row_end - p.row_begin, q = n / 2;
-  for (int64_t i = 0; i < 2 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
+  if constexpr (!kS16)
+    for (int64_t i = 0; i < 2 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
     const int64_t rows[2] = {p.row_begin + j, p.row_begin + q + j};
-    fp8_token_passes<2, kMarked>(p, rows, xp);
+    passes(rows);
   }
   if (n % 2) {
     const int64_t rows[1] = {p.row_end - 1};
-    fp8_token_passes<1, kMarked>(p, rows, xp);
+    passes(rows);
   }
 }
 
@@ -294,9 +352,13 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
 // are), so every row sums its blocks in the rowmajor loop's order: the same
 // floats as fp8_one_token_rows. Marked weights only (the unmarked search
 // goes through fp8_s16_by_groups).
-template <int R, int T>
+//
+// The weights widen through Fp8PairWidener, which reads the byte before
+// each 64: kFirst, the pass whose first group starts the matrix, masks that
+// byte off in its groups' loads.
+template <int R, int T, bool kFirst>
 void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const uint8_t* const* xp) {
-  const Fp8BitWidener fp8;
+  const Fp8PairWidener fp8;
   const size_t marks_row = fp8_marks_row_bytes(p.cols);
   const size_t group_bytes = size_t(kFp8S16Rows) * size_t(p.cols);
   alignas(64) __m512 run[R][kFp8S16Rows][T];
@@ -335,7 +397,7 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
             if constexpr (T == 2)  // as fp8_one_token_rows: the bytes ahead in this stream
               _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8PairAhead), _MM_HINT_T2);
             __m512i wa, wb;
-            fp8.widen(_mm512_loadu_si512(w[i] + lc0 + c), wa, wb);
+            fp8.widen<kFirst>(w[i] + lc0 + c, wa, wb);
             for (int t = 0; t < T; ++t) {
               blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wa, (__m512bh)xa[t]);
               blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wb, (__m512bh)xb[t]);
@@ -348,7 +410,7 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
           const bool tables = __builtin_expect(some_marked, 0) &&
                               fp8_block_marked(p.fp8_marks + size_t(groups[i] * kFp8S16Rows + k) * marks_row,
                                                slice_block + b);
-          fp8_block_end(tables, blk[i], w[i] + lc0, xp, c0, sc[i][b], sum[i]);
+          fp8_block_end<T, true>(tables, blk[i], w[i] + lc0, xp, c0, sc[i][b], sum[i]);
         }
       }
 #pragma GCC unroll 4
@@ -367,11 +429,17 @@ void fp8_s16_quarters(const RowDotParams& p, const uint8_t* const* xp) {
   const int64_t g0 = p.row_begin / kFp8S16Rows, n = (p.row_end - p.row_begin) / kFp8S16Rows, q = n / 4;
   for (int64_t j = 0; j < q; ++j) {
     const int64_t groups[4] = {g0 + j, g0 + q + j, g0 + 2 * q + j, g0 + 3 * q + j};
-    fp8_s16_group_pass<4, T>(p, groups, xp);
+    if (groups[0] == 0)
+      fp8_s16_group_pass<4, T, true>(p, groups, xp);
+    else
+      fp8_s16_group_pass<4, T, false>(p, groups, xp);
   }
   for (int64_t g = g0 + 4 * q; g < g0 + n; ++g) {
     const int64_t groups[1] = {g};
-    fp8_s16_group_pass<1, T>(p, groups, xp);
+    if (g == 0)
+      fp8_s16_group_pass<1, T, true>(p, groups, xp);
+    else
+      fp8_s16_group_pass<1, T, false>(p, groups, xp);
   }
 }
 
@@ -428,9 +496,15 @@ bool try_fp8_s16_loop(const RowDotParams& p) {
       fp8_s16_quarters<2>(p, xp);
     return true;
   }
-  // Otherwise try_fp8_loop's chunks of tokens, each permuted once and run
-  // over every group put back in rows (a pass of three or more tokens is
-  // compute-bound, so the copy costs little of it).
+  // Otherwise try_fp8_loop's chunks of tokens, each permuted once: marked,
+  // the rowmajor loop's pairs of rows from the range's halves, reading each
+  // row's blocks from its group's slices; unmarked (the loop's search for
+  // the bytes the maps cannot take reads column order), over every group
+  // put back in rows.
+  if (p.fp8_marks) {
+    fp8_token_chunks(p, buf, xp, [&](const RowDotParams& c) { fp8_token_halves<true, true>(c, xp); });
+    return true;
+  }
   alignas(64) uint8_t rows[size_t(kFp8S16Rows) * size_t(kFp8S16MaxCols)];
   fp8_token_chunks(p, buf, xp, [&](const RowDotParams& c) {
     for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += kFp8S16Rows)

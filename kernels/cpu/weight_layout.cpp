@@ -97,6 +97,12 @@ WeightLayout expert_layout(DType type, CpuIsa isa) {
 }
 
 WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols) {
+  // FP8 rows of 5120 columns or more (DeepSeek-V3's 7168), for the
+  // avx512bf16 level's loop (weight_layout.h); the amx level's FP8 tiles
+  // read rowmajor rows.
+  if (type == DType::kF8E4M3 && isa == CpuIsa::kAvx512Bf16 && cols >= kFp8S16MinCols &&
+      layout_fits(WeightLayout::kFp8S16, type, rows, cols))
+    return WeightLayout::kFp8S16;
   const WeightLayout l = expert_layout(type, isa);
   return layout_fits(l, type, rows, cols) ? l : WeightLayout::kRowMajor;
 }
@@ -115,7 +121,9 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
 
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
   if (l == WeightLayout::kFp8S16) {
-    for (int r = 0; r < kFp8S16Rows; ++r) std::memcpy(g + size_t(r) * kFp8S16Cols, rows[r], kFp8S16Cols);
+    for (int r = 0; r < kFp8S16Rows; ++r)
+      for (int64_t c = 0; c < kFp8S16Cols; ++c)
+        g[size_t(r) * kFp8S16Cols + size_t(c)] = rows[r][fp8_s16_column(c)];
     return;
   }
   if (l == WeightLayout::kBf16X16) {
@@ -137,7 +145,9 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
 
 void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) {
   if (l == WeightLayout::kFp8S16) {
-    for (int r = 0; r < kFp8S16Rows; ++r) std::memcpy(rows[r], g + size_t(r) * kFp8S16Cols, kFp8S16Cols);
+    for (int r = 0; r < kFp8S16Rows; ++r)
+      for (int64_t c = 0; c < kFp8S16Cols; ++c)
+        rows[r][fp8_s16_column(c)] = g[size_t(r) * kFp8S16Cols + size_t(c)];
     return;
   }
   if (l == WeightLayout::kBf16X16) {

@@ -39,15 +39,21 @@
 // "fp8_s16" (FP8 E4M3, rows a multiple of 16, columns a multiple of 1024 up
 // to kFp8S16MaxCols): every 16 rows form a group, stored slice by slice:
 // slice s (columns 1024s..1024s+1023, 8 scale blocks) holds the 16 rows'
-// 1024 bytes of it one after another, row r at 1024r. A kernel reading a
-// group walks its bytes in order while its activations in use stay one
-// slice (2 KiB of bf16): with rowmajor rows of 7168 columns the one-token
-// loop's 14 KiB of activations fell out of L1 between rows and its stream
-// from DRAM lost 15-25% (docs/cpu-kernels.md, stop 35). Not chosen by
-// expert_matrix_layout: in the layer it gained 6-9% for one token where a
-// thread's share of DRAM was high, but lost 7-9% for a split token (two
-// activation rows, as Hugging Face FP8 models run) and whenever the cores
-// were shared (tandem-bench-moe --fp8-s16 measures it).
+// 1024 bytes of it one after another, row r at 1024r, and in each 64 bytes
+// the columns paired (fp8_s16_column): 16-bit word j holds the weights the
+// FP8 loop multiplies with the activations' word j of order A (low byte)
+// and of order B (high byte), so shifts and vpternlogd widen them where
+// rowmajor bytes take an affine map, which runs on vdpbf16ps's pipes on
+// Zen 4, and a vpermb (fp8_tables.h). A kernel reading a group walks its
+// bytes in order while its activations in use stay one slice (2 KiB of
+// bf16): with rowmajor rows of 7168 columns the one-token loop's 14 KiB of
+// activations fell out of L1 between rows and its stream from DRAM lost
+// 15-25% (docs/cpu-kernels.md, stops 35-36). expert_matrix_layout stores FP8
+// rows of kFp8S16MinCols or more this way for the avx512bf16 level (DeepSeek-V3's
+// gate and up): in its layer, against rowmajor, one token 1.02-1.09x, a
+// split token (as Hugging Face FP8 models run) 0.98-1.02x, 2-32 tokens
+// 0.98-1.12x, 256 tokens 0.99x. Rows of 2048 columns (Qwen3's) lost 3-6%
+// at one token and stay rowmajor.
 //
 // Same values, same products: the x4 layouts and one-token bf16_x16 give the
 // rowmajor results bit for bit.
@@ -97,7 +103,16 @@ inline constexpr size_t kBf16X16GroupBlock = 16 * 64;
 inline constexpr int kFp8S16Rows = 16;  // rows per group of fp8_s16
 inline constexpr int64_t kFp8S16Cols = 1024;  // columns per slice
 inline constexpr int64_t kFp8S16MaxCols = 16384;
+inline constexpr int64_t kFp8S16MinCols = 5120;  // the shortest rows expert_matrix_layout stores as fp8_s16
 inline constexpr size_t kFp8S16GroupBlock = size_t(kFp8S16Rows) * size_t(kFp8S16Cols);
+// fp8_s16's byte b of each 64 (in a row's slice) holds the row's column
+// fp8_s16_column(b) of those 64: bytes 2j and 2j + 1 the columns of word j
+// of the FP8 widening's orders A and B (fp8_tables.h: j / 8 * 16 + j % 8,
+// and 8 more).
+constexpr int64_t fp8_s16_column(int64_t b) {
+  const int64_t j = (b % 64) / 2;
+  return b / 64 * 64 + j / 8 * 16 + j % 8 + (b % 2) * 8;
+}
 inline constexpr int kMaxGroupRows = kX16Rows;  // the largest group of any layout
 
 // The groups of a layout: rows per group, values per row block, bytes of
