@@ -50,8 +50,8 @@
 // activations fell out of L1 between rows and its stream from DRAM lost
 // 15-25% (docs/cpu-kernels.md, stops 35-36). expert_matrix_layout stores FP8
 // rows of kFp8S16MinCols or more this way for the avx512bf16 level (DeepSeek-V3's
-// gate and up): in its layer, against rowmajor, one token 1.02-1.09x, a
-// split token (as Hugging Face FP8 models run) 0.98-1.02x, 2-32 tokens
+// gate and up): in its layer, against rowmajor, one token 1.00-1.09x, a
+// split token (as Hugging Face FP8 models run) 0.98-1.07x, 2-32 tokens
 // 0.98-1.12x, 256 tokens 0.99x. Rows of 2048 columns (Qwen3's) lost 3-6%
 // at one token and stay rowmajor.
 //
