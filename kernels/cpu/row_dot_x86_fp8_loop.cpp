@@ -162,7 +162,8 @@ constexpr int64_t kFp8PairAhead = 8192;
 // groups (weight_layout.h; marked weights only, three or more tokens: see
 // try_fp8_s16_loop), a row's block b then at its group's slice b / 8, the
 // paired bytes widened by Fp8PairWidener (kFp8S16First: the call's first
-// row starts the matrix, and its loads read nothing before it).
+// row starts the matrix, and the loads of the rows' first block read
+// nothing before it).
 enum Fp8Form { kFp8Rowmajor, kFp8S16, kFp8S16First };
 
 template <int R, int T, bool kMarked, Fp8Form kForm = kFp8Rowmajor>
@@ -223,7 +224,10 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kFp8PairAhead), _MM_HINT_T2);
         __m512i wa, wo;
         if constexpr (kS16) {
-          pair.widen<kForm == kFp8S16First>(wb[i] + (c - c0), wa, wo);
+          if (kForm == kFp8S16First && c0 == 0)
+            pair.widen<true>(wb[i] + (c - c0), wa, wo);
+          else
+            pair.widen<false>(wb[i] + (c - c0), wa, wo);
         } else {
           const __m512i q = _mm512_loadu_si512(w[i] + c);
           if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
@@ -355,6 +359,8 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
 //
 // The weights widen through Fp8PairWidener, which reads the byte before
 // each 64: kFirst, the pass whose first group starts the matrix, masks that
+// byte off in the first block of its groups' first row slices (elsewhere
+// in the pass the byte before lies in the matrix).
 // byte off in its groups' loads.
 template <int R, int T, bool kFirst>
 void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const uint8_t* const* xp) {
@@ -383,6 +389,7 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
 #pragma GCC unroll 1
       for (int64_t b = 0; b < kFp8S16Cols / kFp8ScaleBlock; ++b) {
         const int64_t lc0 = b * kFp8ScaleBlock, c0 = s0 + lc0;
+        const bool mask = kFirst && c0 == 0 && k == 0;
         __m512 blk[R][T];
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i)
@@ -397,7 +404,10 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
             if constexpr (T == 2)  // as fp8_one_token_rows: the bytes ahead in this stream
               _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8PairAhead), _MM_HINT_T2);
             __m512i wa, wb;
-            fp8.widen<kFirst>(w[i] + lc0 + c, wa, wb);
+            if (mask)
+              fp8.widen<true>(w[i] + lc0 + c, wa, wb);
+            else
+              fp8.widen<false>(w[i] + lc0 + c, wa, wb);
             for (int t = 0; t < T; ++t) {
               blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wa, (__m512bh)xa[t]);
               blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wb, (__m512bh)xb[t]);
