@@ -111,6 +111,47 @@ TEST_F(ExpertGraphTest, MatchesTheInProcessEngine) {
   EXPECT_LE(worst, 1e-4f);
 }
 
+// A Hugging Face FP8 model whose routed gate and up rows are 5120 columns
+// long: the loader stores them as fp8_s16 where the expert workers run the
+// avx512bf16 level (kernels::expert_matrix_layout), and the graph's logits
+// still match the in-process engine's (f32 arithmetic) within the fixtures'
+// HF tolerance, for a prompt and a decode step.
+TEST(ExpertGraphLongRows, Fp8RowsOf5120ColumnsMatchTheInProcessEngine) {
+  RunDirectory run = RunDirectory::create();
+  const std::string model = run.file("long-fp8");
+  genmodel::GenOptions g;
+  g.config = genmodel::preset_config(Arch::kDeepseekV3, "tiny");
+  g.config.hidden = 5120;
+  g.config.moe.expert_ffn = 32;
+  g.dtype = DType::kF8E4M3;
+  g.format = genmodel::OutFormat::kHf;
+  g.progress = false;
+  genmodel::generate(g, model);
+  auto src = ModelSource::open(model);
+  engine::Model local(*src);
+  ExpertGraphOptions o;
+  o.model = model;
+  o.expert_workers = 1;
+  o.bin_dir = kBin;
+  ExpertGraph graph(o);
+  const std::vector<uint32_t> prompt{1, 5, 9, 2, 7};
+  auto cl = local.new_cache(8), cg = graph.model().new_cache(8);
+  std::vector<float> a = local.forward(prompt, cl), b = graph.model().forward(prompt, cg);
+  uint32_t next = 6;
+  std::vector<float> a2 = local.forward(std::span(&next, 1), cl), b2 = graph.model().forward(std::span(&next, 1), cg);
+  a.insert(a.end(), a2.begin(), a2.end());
+  b.insert(b.end(), b2.begin(), b2.end());
+  ASSERT_EQ(a.size(), b.size());
+  float worst = 0, largest = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(a[i] - b[i]));
+    largest = std::max(largest, std::fabs(a[i]));
+  }
+  EXPECT_LE(worst, 2e-3f) << "largest logit " << largest;
+  EXPECT_GT(largest, 0.0f);
+  run.remove();
+}
+
 TEST_F(ExpertGraphTest, AKilledWorkerIsAnErrorNamingItNotAHang) {
   ExpertGraphOptions o = options(2);
   o.restart_workers = false;
