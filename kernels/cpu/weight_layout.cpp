@@ -3,6 +3,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "common/error.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -121,9 +125,18 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
 
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
   if (l == WeightLayout::kFp8S16) {
+    // fp8_s16_column: each 16 bytes the interleave of their two halves
     for (int r = 0; r < kFp8S16Rows; ++r)
-      for (int64_t c = 0; c < kFp8S16Cols; ++c)
-        g[size_t(r) * kFp8S16Cols + size_t(c)] = rows[r][fp8_s16_column(c)];
+      for (int64_t c = 0; c < kFp8S16Cols; c += 16) {
+        uint8_t* d = g + size_t(r) * kFp8S16Cols + size_t(c);
+        const uint8_t* s = rows[r] + c;
+#if defined(__SSE2__)
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi8(x, _mm_srli_si128(x, 8)));
+#else
+        for (int i = 0; i < 8; ++i) d[2 * i] = s[i], d[2 * i + 1] = s[8 + i];
+#endif
+      }
     return;
   }
   if (l == WeightLayout::kBf16X16) {
@@ -146,8 +159,17 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
 void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) {
   if (l == WeightLayout::kFp8S16) {
     for (int r = 0; r < kFp8S16Rows; ++r)
-      for (int64_t c = 0; c < kFp8S16Cols; ++c)
-        rows[r][fp8_s16_column(c)] = g[size_t(r) * kFp8S16Cols + size_t(c)];
+      for (int64_t c = 0; c < kFp8S16Cols; c += 16) {
+        const uint8_t* d = g + size_t(r) * kFp8S16Cols + size_t(c);
+        uint8_t* s = rows[r] + c;
+#if defined(__SSE2__)
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(d));
+        const __m128i even = _mm_and_si128(x, _mm_set1_epi16(0xFF)), odd = _mm_srli_epi16(x, 8);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(s), _mm_packus_epi16(even, odd));
+#else
+        for (int i = 0; i < 8; ++i) s[i] = d[2 * i], s[8 + i] = d[2 * i + 1];
+#endif
+      }
     return;
   }
   if (l == WeightLayout::kBf16X16) {
