@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include <capnp/message.h>
@@ -39,12 +40,14 @@ class ArenaTest : public ::testing::Test {
   // something on a memory file system.
   void SetUp() override { run_ = RunDirectory::create(); }
   void TearDown() override { run_.remove(); }
-  // Generates a tiny model of arch in dtype (GGUF, or HF for FP8/BF16 HF).
+  // Generates a tiny model of arch in dtype (GGUF, or HF for FP8/BF16 HF);
+  // expert_ffn and hidden 0: the preset's.
   std::string make_model(Arch arch, DType dtype, genmodel::OutFormat format, const std::string& tag,
-                         uint32_t expert_ffn = 0) {
+                         uint32_t expert_ffn = 0, uint32_t hidden = 0) {
     genmodel::GenOptions o;
     o.config = genmodel::preset_config(arch, "tiny");
     if (expert_ffn) o.config.moe.expert_ffn = expert_ffn;
+    if (hidden) o.config.hidden = hidden;
     o.dtype = dtype;
     o.format = format;
     o.progress = false;
@@ -205,6 +208,35 @@ TEST_F(ArenaTest, MatchesTheEngineWeightsForEveryTypeAndSplit) {
 // (q4_k_x4, q8_0_x4): the manifest says so, and each slice is exactly the
 // rowmajor slice repacked; every other tensor is unchanged, and the plan (so
 // the adoption check) differs.
+// Arena b, built with repack_for, against a, built plain, tensor by tensor:
+// a's are rowmajor, and each of b's is a's bytes repacked into
+// `layout_of(b's tensor)` (rowmajor: as they are). Returns how many were
+// repacked.
+int expect_repacked(const Arena& a, const Arena& b,
+                    const std::function<kernels::WeightLayout(const ArenaTensor&)>& layout_of) {
+  EXPECT_EQ(a.tensors().size(), b.tensors().size());
+  int repacked = 0;
+  for (size_t i = 0; i < a.tensors().size() && i < b.tensors().size(); ++i) {
+    const ArenaTensor &p = a.tensors()[i], &q = b.tensors()[i];
+    SCOPED_TRACE(q.name + " worker " + std::to_string(q.worker));
+    EXPECT_EQ(p.name, q.name);
+    EXPECT_EQ(p.layout, "rowmajor");
+    std::vector<uint8_t> want(reinterpret_cast<const uint8_t*>(p.bytes.data()),
+                              reinterpret_cast<const uint8_t*>(p.bytes.data()) + p.bytes.size());
+    const kernels::WeightLayout l = layout_of(q);
+    EXPECT_EQ(q.layout, kernels::layout_name(l));
+    if (l != kernels::WeightLayout::kRowMajor) {
+      kernels::repack_rows(l, q.dtype, want.data(), int64_t(q.shape[0] * q.shape[1]), int64_t(q.shape[2]));
+      ++repacked;
+    }
+    EXPECT_EQ(q.bytes.size(), want.size());
+    if (q.bytes.size() == want.size()) {
+      EXPECT_EQ(std::memcmp(q.bytes.data(), want.data(), want.size()), 0);
+    }
+  }
+  return repacked;
+}
+
 TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
   for (DType dtype : {DType::kQ4_K, DType::kQ8_0}) {
     SCOPED_TRACE(std::string(name(dtype)));
@@ -217,26 +249,10 @@ TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
     Arena::build(run_.file(tag + "-x4"), *src, x4);
     Arena a = Arena::open(run_.file(tag + "-plain")), b = Arena::open(run_.file(tag + "-x4"));
     EXPECT_NE(a.header().plan_hash, b.header().plan_hash);
-    ASSERT_EQ(a.tensors().size(), b.tensors().size());
-    int repacked = 0;
-    for (size_t i = 0; i < a.tensors().size(); ++i) {
-      const ArenaTensor &p = a.tensors()[i], &q = b.tensors()[i];
-      SCOPED_TRACE(q.name + " worker " + std::to_string(q.worker));
-      ASSERT_EQ(p.name, q.name);
-      EXPECT_EQ(p.layout, "rowmajor");
-      std::vector<uint8_t> want(reinterpret_cast<const uint8_t*>(p.bytes.data()),
-                                reinterpret_cast<const uint8_t*>(p.bytes.data()) + p.bytes.size());
+    const int repacked = expect_repacked(a, b, [](const ArenaTensor& q) {
       const kernels::WeightLayout l = kernels::repacked_layout(q.dtype);
-      if (q.worker >= 0 && l != kernels::WeightLayout::kRowMajor && q.shape[1] > 0) {
-        EXPECT_EQ(q.layout, kernels::layout_name(l));
-        kernels::repack_rows(l, q.dtype, want.data(), int64_t(q.shape[0] * q.shape[1]), int64_t(q.shape[2]));
-        ++repacked;
-      } else {
-        EXPECT_EQ(q.layout, "rowmajor");
-      }
-      ASSERT_EQ(q.bytes.size(), want.size());
-      EXPECT_EQ(std::memcmp(q.bytes.data(), want.data(), want.size()), 0);
-    }
+      return q.worker >= 0 && q.shape[1] > 0 ? l : kernels::WeightLayout::kRowMajor;
+    });
     EXPECT_GT(repacked, 0);
   }
 }
@@ -246,16 +262,8 @@ TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
 // rowmajor slice repacked, its scales and marks those of the rowmajor rows;
 // the down slices (32 columns here) and every other tensor stay as they are.
 TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredSlicedForAvx512Bf16) {
-  genmodel::GenOptions g;
-  g.config = genmodel::preset_config(Arch::kDeepseekV3, "tiny");
-  g.config.hidden = 5120;
-  g.config.moe.expert_ffn = 32;
-  g.dtype = DType::kF8E4M3;
-  g.format = genmodel::OutFormat::kHf;
-  g.progress = false;
-  const std::string model = run_.file("long-fp8");
-  genmodel::generate(g, model);
-  auto src = ModelSource::open(model);
+  auto src = ModelSource::open(make_model(Arch::kDeepseekV3, DType::kF8E4M3, genmodel::OutFormat::kHf, "long-fp8",
+                                         32, 5120));
   BuildOptions plain, s16;
   plain.worker_nodes = s16.worker_nodes = {0};
   s16.repack_for = kernels::CpuIsa::kAvx512Bf16;
@@ -263,27 +271,11 @@ TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredSlicedForAvx512Bf16) {
   Arena::build(run_.file("long-s16"), *src, s16);
   Arena a = Arena::open(run_.file("long-plain")), b = Arena::open(run_.file("long-s16"));
   expect_matches_engine(a, *src);
-  ASSERT_EQ(a.tensors().size(), b.tensors().size());
-  int sliced = 0;
-  for (size_t i = 0; i < a.tensors().size(); ++i) {
-    const ArenaTensor &p = a.tensors()[i], &q = b.tensors()[i];
-    SCOPED_TRACE(q.name + " worker " + std::to_string(q.worker));
-    ASSERT_EQ(p.name, q.name);
-    EXPECT_EQ(p.layout, "rowmajor");
-    std::vector<uint8_t> want(reinterpret_cast<const uint8_t*>(p.bytes.data()),
-                              reinterpret_cast<const uint8_t*>(p.bytes.data()) + p.bytes.size());
-    if (q.worker >= 0 && q.dtype == DType::kF8E4M3 && q.name.find("down") == std::string::npos) {
-      ASSERT_EQ(q.shape[2], 5120u);
-      EXPECT_EQ(q.layout, "fp8_s16");
-      kernels::repack_rows(kernels::WeightLayout::kFp8S16, q.dtype, want.data(), int64_t(q.shape[0] * q.shape[1]),
-                           int64_t(q.shape[2]));
-      ++sliced;
-    } else {
-      EXPECT_EQ(q.layout, "rowmajor");
-    }
-    ASSERT_EQ(q.bytes.size(), want.size());
-    EXPECT_EQ(std::memcmp(q.bytes.data(), want.data(), want.size()), 0);
-  }
+  const int sliced = expect_repacked(a, b, [](const ArenaTensor& q) {
+    const bool gate_up = q.worker >= 0 && q.dtype == DType::kF8E4M3 && q.name.find("down") == std::string::npos;
+    EXPECT_TRUE(!gate_up || q.shape[2] == 5120u) << q.name;
+    return gate_up ? kernels::WeightLayout::kFp8S16 : kernels::WeightLayout::kRowMajor;
+  });
   EXPECT_GT(sliced, 0);
 }
 
