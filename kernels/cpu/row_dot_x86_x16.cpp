@@ -6,13 +6,10 @@
 // bit for bit: there, lane k of a row's first accumulator adds pair k of
 // every 64 values and lane k of the second pair 16 + k; here those are lane r
 // of 32 accumulator vectors, one per pair position, and _mm512_reduce_add_ps's
-// tree becomes vertical adds of those vectors. Three groups stream side by
-// side from the range's thirds, each group's lines in order; their 96
-// accumulators live in memory, and the activation pairs are broadcast from
-// registers (decode_run). On an AMD EPYC with loaded neighbours that reads
-// at 0.88-1.01 of a plain read's rate, where each accumulator taking two
-// runs per load and store (two interleaved streams per group, a load per
-// pair) gave 0.65-0.80 of it (docs/cpu-kernels.md).
+// tree becomes vertical adds of those vectors. A group at a time, 4096
+// columns at a time, in two passes (decode_group): pair positions 0-15,
+// then 16-31, so each pass's 16 sums stay in registers and the second pass
+// finds its weights in L2.
 //
 // Several tokens (prefill) take an outer product: 48 rows (three groups) by
 // up to 9 tokens in 27 accumulators, three weight loads and 9 broadcasts per
@@ -34,6 +31,7 @@
 // 3; the layer at 256 tokens 1.02x at both expert shapes. Each lane sums
 // its row's pairs in order (or in 2 or 4 interleaved chains), tested
 // against the reference within bounds.
+#include <algorithm>
 #include <utility>
 
 #include "kernels/cpu/row_dot_x86_tile.h"
@@ -45,8 +43,6 @@ namespace {
 
 constexpr size_t kGroupBlock = kBf16X16GroupBlock;  // 32 columns of 16 rows
 constexpr int64_t kColsPerBlock = int64_t(kGroupBlock / (2 * kX16Rows));  // 32
-// One token: streams (groups read side by side, from far apart).
-constexpr int kDecodeStreams = 3;
 
 inline __m512bh pair_of(const uint8_t* a, int64_t k) {
   return (__m512bh)_mm512_set1_epi32(load_unaligned<int32_t>(a + 4 * k));
@@ -74,80 +70,72 @@ inline void store_vec_dot(float* y, __m512 c1, __m512 c2) {
   _mm256_storeu_ps(y + 8, _mm512_cvtpd_ps(hi));
 }
 
-// Pair position K of a run's 32 activation pairs (two vectors), broadcast
-// from registers rather than loaded: every load takes a load-queue slot
-// that the weights' DRAM stream could use.
+// Pair position K (0-15) of a half run's 16 activation pairs (one vector),
+// broadcast from a register rather than loaded: every load takes a
+// load-queue slot that the weights' DRAM stream could use.
 template <int K>
-inline __m512bh pair_in(const __m512i (&xa)[2]) {
-  const __m512i lane = _mm512_shuffle_i32x4(xa[K / 16], xa[K / 16], ((K % 16) / 4) * 0x55);
+inline __m512bh pair_in(__m512i xa) {
+  const __m512i lane = _mm512_shuffle_i32x4(xa, xa, (K / 4) * 0x55);
   return (__m512bh)_mm512_shuffle_epi32(lane, (_MM_PERM_ENUM)((K % 4) * 0x55));
 }
 
-// Pair position K of one run of 64 columns in G groups: each group's
-// accumulator K (32 a group do not fit the registers, so they live in
-// memory) is loaded, takes the pair, and is stored. Each group's lines are
-// read in order, one sequential stream, which the hardware prefetchers
-// follow: software prefetches into L1 held the layer to 24-38 GB/s on an
-// AMD EPYC whose read gave 41-52, where without them it reached 38-57 at
-// reads of 39-57 (docs/cpu-kernels.md).
-template <int G, int K>
-inline void decode_pair(const uint8_t* const (&w)[G], const __m512i (&xa)[2], __m512 (&acc)[G][32]) {
-  const __m512bh xv = pair_in<K>(xa);
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) acc[g][K] = _mm512_dpbf16_ps(acc[g][K], weights_at(w[g] + 64 * K), xv);
+// Half H of one run of 64 columns: its group block (16 pair positions of
+// 16 rows, 1 KiB) into the 16 sums of pair positions 16H..16H+15.
+template <int H, int... K>
+inline void decode_half_run(const uint8_t* w, const uint8_t* x, __m512 (&s)[16], std::integer_sequence<int, K...>) {
+  const __m512i xa = _mm512_loadu_si512(x + 64 * H);
+  ((s[K] = _mm512_dpbf16_ps(s[K], weights_at(w + 64 * K), pair_in<K>(xa))), ...);
 }
 
-template <int G, int... K>
-inline void decode_run(const uint8_t* const (&w)[G], const uint8_t* x, __m512 (&acc)[G][32],
-                       std::integer_sequence<int, K...>) {
-  const __m512i xa[2] = {_mm512_loadu_si512(x), _mm512_loadu_si512(x + 64)};
-  (decode_pair<G, K>(w, xa, acc), ...);
+// Half H of runs [run0, run1) of the group at w, its sums kept in registers.
+template <int H>
+void decode_half(const uint8_t* w, const uint8_t* a, int64_t run0, int64_t run1, __m512* sums) {
+  __m512 s[16];
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) s[k] = sums[k];
+  for (int64_t run = run0; run < run1; ++run)
+    decode_half_run<H>(w + size_t(run) * 2 * kGroupBlock + size_t(H) * kGroupBlock, a + 128 * size_t(run), s,
+                       std::make_integer_sequence<int, 16>{});
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) sums[k] = s[k];
 }
 
-// One token, G groups at once (starting at rows row0[g]): each run of 64
-// columns is two group blocks, 32 pair positions, one accumulator each.
-template <int G>
-void decode_groups(const RowDotParams& p, const int64_t (&row0)[G], const uint8_t* a) {
-  const uint8_t* w[G];
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) w[g] = p.w + size_t(row0[g]) * p.w_row_stride;
-  __m512 acc[G][32];
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g)
+// Runs per chunk of a group: 4096 columns, 128 KiB of weights, which the
+// second half's pass finds in L2 on any AVX-512 machine.
+constexpr int64_t kDecodeChunkRuns = 64;
+
+// One token, one group (16 rows from row0), chunk by chunk: pair positions
+// 0-15 over the chunk's runs (its even group blocks, read from DRAM), then
+// 16-31 (the odd ones, which the first pass's hardware prefetches brought
+// into L2). Each pass's 16 sums stay in registers; each sum still adds its
+// runs in order, so the floats are ggml's. Before, three groups from the
+// range's thirds went side by side through every pair position, their 96
+// sums in memory (a load and a store per vdpbf16ps): on an AMD EPYC that
+// reads 84 GB/s with two threads when its neighbours are quiet, that layer
+// (tandem-bench-moe, DeepSeek-V3, batch 1) reached 0.54-0.68 of the read,
+// and one thread over a 132 MB matrix 23-27 GB/s where a read gives 40-44.
+// Alternated by repetition in one process: this 0.955 of the read against
+// 0.851 (two threads, both expert shapes, reads below 55 GB/s) and 0.876
+// against 0.673 (reads above 70); software prefetches added nothing
+// (docs/cpu-kernels.md, stop 38).
+void decode_group(const RowDotParams& p, int64_t row0, const uint8_t* a) {
+  const uint8_t* w = p.w + size_t(row0) * p.w_row_stride;
+  __m512 acc[32];
 #pragma GCC unroll 32
-    for (int k = 0; k < 32; ++k) acc[g][k] = _mm512_setzero_ps();
+  for (int k = 0; k < 32; ++k) acc[k] = _mm512_setzero_ps();
   const int64_t runs = p.cols / 64;
-  for (int64_t run = 0; run < runs; ++run) {
-    decode_run<G>(w, a + 128 * size_t(run), acc, std::make_integer_sequence<int, 32>{});
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) w[g] += 2 * kGroupBlock;
+  for (int64_t r0 = 0; r0 < runs; r0 += kDecodeChunkRuns) {
+    const int64_t r1 = std::min(runs, r0 + kDecodeChunkRuns);
+    decode_half<0>(w, a, r0, r1, acc);
+    decode_half<1>(w, a, r0, r1, acc + 16);
   }
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) store_vec_dot(p.y + row0[g], reduce16_lanes(acc[g]), reduce16_lanes(acc[g] + 16));
+  store_vec_dot(p.y + row0, reduce16_lanes(acc), reduce16_lanes(acc + 16));
 }
 
-// One token over the range: three far-apart streams (group j with j + q
-// and j + 2q, as the prefill tiles take them), then the one or two groups
-// left over side by side. The layer's tasks are multiples of three groups
-// (layout_tile_rows), so they leave none.
+// One token over the range, a group at a time: one sequential stream.
 void decode_rows(const RowDotParams& p) {
   const uint8_t* a = activation_row(p, 0);
-  const int64_t groups = (p.row_end - p.row_begin) / kX16Rows, q = groups / kDecodeStreams;
-  for (int64_t j = 0; j < q; ++j) {
-    int64_t row0[kDecodeStreams];
-#pragma GCC unroll 4
-    for (int s = 0; s < kDecodeStreams; ++s) row0[s] = p.row_begin + (s * q + j) * kX16Rows;
-    decode_groups<kDecodeStreams>(p, row0, a);
-  }
-  const int64_t r0 = p.row_begin + kDecodeStreams * q * kX16Rows;
-  static_assert(kDecodeStreams == 3, "the leftover groups below are one or two");
-  if (groups % kDecodeStreams == 2) {
-    const int64_t row0[2] = {r0, r0 + kX16Rows};
-    decode_groups<2>(p, row0, a);
-  } else if (groups % kDecodeStreams == 1) {
-    const int64_t row0[1] = {r0};
-    decode_groups<1>(p, row0, a);
-  }
+  for (int64_t r = p.row_begin; r < p.row_end; r += kX16Rows) decode_group(p, r, a);
 }
 
 // ---- several tokens ------------------------------------------------------------
