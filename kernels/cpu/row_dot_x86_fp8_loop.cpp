@@ -100,6 +100,9 @@ template <int T, bool kPaired = false>
 // How far ahead two tokens prefetch each row stream (prefetcht2; see the
 // loop below).
 constexpr int64_t kFp8PairAhead = 8192;
+// How far ahead one token prefetches each stream into L1 (prefetcht0, a
+// line per 64 weights; see the loop below and fp8_s16_group_pass).
+constexpr int64_t kFp8OneTokenAhead = 2048;
 
 // One token (or two, below), R rows (drive's quarters), whole scale blocks:
 // Fp8Tile<R, 1>'s lanes and order, as one loop with the rows and their scales in registers
@@ -211,15 +214,19 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
         xa[t] = _mm512_load_si512(xp[t] + 2 * c), xb[t] = _mm512_load_si512(xp[t] + 2 * c + 64);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        // No software prefetch into L1 (the quarters' first lines are asked
-        // for once, at the start): the streams are sequential, which the
-        // hardware prefetchers follow, and L1 prefetches held the layer to
-        // 29-42 GB/s on an AMD EPYC whose read gave 44-58, where without
-        // them it reached 40-55 (reads of 53-62). Two tokens (a split
-        // token's pair) do twice the arithmetic per byte, and there a
-        // prefetcht2 8 KiB ahead took the layer from 74-88% of the read to
-        // 85-94% (docs/cpu-kernels.md, stop 34); one token's loop gained
-        // nothing consistent from it.
+        // One token: a prefetcht0 kFp8OneTokenAhead on in this stream. On
+        // the AMD EPYC (Zen 5, two threads reading 78-87 GB/s when its
+        // neighbours are quiet) it took the layer (tandem-bench-moe, batch
+        // 1, alternated by repetition in one process) from 0.80-0.86 of the
+        // read to 0.88-0.95 at quiet reads, 0.89-0.91 to 0.91-0.92 at shared
+        // ones; 4 KiB ahead lost at both (docs/cpu-kernels.md, stop 38). On
+        // stop 32's AMD EPYC (Zen 4, reads of 44-62) such prefetches had
+        // held the layer to 29-42 GB/s where without them it reached 40-55.
+        // Two tokens (a split token's pair) do twice the arithmetic per
+        // byte, and there a prefetcht2 8 KiB ahead took the layer from
+        // 74-88% of the read to 85-94% (stop 34).
+        if constexpr (T == 1 && !kS16)
+          _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kFp8OneTokenAhead), _MM_HINT_T0);
         if constexpr (T == 2 && !kS16)
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kFp8PairAhead), _MM_HINT_T2);
         __m512i wa, wo;
@@ -401,7 +408,10 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
             xa[t] = _mm512_load_si512(xp[t] + 2 * (c0 + c)), xb[t] = _mm512_load_si512(xp[t] + 2 * (c0 + c) + 64);
 #pragma GCC unroll 4
           for (int i = 0; i < R; ++i) {
-            if constexpr (T == 2)  // as fp8_one_token_rows: the bytes ahead in this stream
+            // as fp8_one_token_rows: the bytes ahead in this stream
+            if constexpr (T == 1)
+              _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8OneTokenAhead), _MM_HINT_T0);
+            else
               _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8PairAhead), _MM_HINT_T2);
             __m512i wa, wb;
             if (mask)
