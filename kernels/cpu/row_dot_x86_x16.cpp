@@ -149,7 +149,7 @@ struct TileGroups {
   size_t group_bytes, y_group;
 };
 
-// How far ahead the first token group's prefetches ask, and where to: 8 KiB
+// How far ahead the first token group's prefetches ask, and where to: 4 KiB
 // ahead, with prefetcht2 (outer levels, not L1). The DRAM stream then runs
 // ahead of the arithmetic instead of in step with it; prefetches into L1
 // (2 KiB ahead, until stop 33) made the layer slower than none at all. At
@@ -157,17 +157,34 @@ struct TileGroups {
 // 2 threads), medians of the layer's GFLOP/s over 8-12 repetitions each:
 // DeepSeek-V3 204-232 into L1, 224-258 without, 235-286 with prefetcht1
 // (4 to 32 KiB ahead alike), 267-268 with prefetcht2; Qwen3-30B-A3B 240-280,
-// 275-292, 302-319 and 303-314 (docs/cpu-kernels.md).
-constexpr size_t kPrefillAhead = 8192;
+// 275-292, 302-319 and 303-314 (docs/cpu-kernels.md). 8 KiB until stop 39,
+// when on a Zen 5 EPYC (reads of 78-85 GB/s) 4 KiB gave more (with the
+// second pass's prefetches below, DeepSeek-V3 0.733 of the read against
+// 0.701; 2 KiB and 16 KiB less).
+constexpr size_t kPrefillAhead = 4096;
+// A step's bytes per group: where the next step starts.
+constexpr size_t kStepBytes = size_t(kBlocksPerStep) * kGroupBlock;
 
 // G groups by NT tokens over blocks [b0, b1): y[t] += (or = when first) the
 // partial dots. The first token group (stream) reads the weights from DRAM
 // and prefetches one line per group per pair position, kPrefillAhead ahead,
 // so the requests go out ahead of the arithmetic; later token groups find
-// the step's weights in L1 or L2.
+// the step's weights in L1 or L2. The second token group (next) prefetches
+// the next step's lines, one per group per pair position (its whole 32
+// KiB a group), so DRAM keeps streaming while that group computes from
+// cache and the next step's first group starts warm. Before (stop 39), DRAM
+// idled through every later token group: at 256 tokens, on a Zen 5 EPYC,
+// alternating by repetition in one process, the layer's weight bytes per
+// second over the read's went 0.43-0.46 -> 0.49-0.53 (Qwen3-30B-A3B, 16
+// tokens an expert, reads above 70 GB/s), 0.65 -> 0.69-0.71 (reads below
+// 55) and 0.68-0.69 -> 0.70-0.73 (DeepSeek-V3, 8 an expert, whose experts
+// with more than 9 tokens take a second group). Not kept: the same
+// prefetches split between the first and second groups (Qwen3 +3%,
+// DeepSeek-V3 -4%); groups of balanced sizes (10 tokens as 5 + 5, not
+// 9 + 1: 2-3% less from DRAM, though 1.1x from L3).
 template <int G, int NT>
 void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* const* a, float* const* y, bool first,
-                bool stream) {
+                bool stream, bool next) {
   // Chains per accumulator: a few tokens give too few independent sums to
   // hide vdpbf16ps's latency (3 groups x 1 token: 3 chains), so pair
   // positions k alternate between C partial sums, added at the end.
@@ -207,6 +224,12 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
             _mm_prefetch(
                 reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefillAhead + 64 * size_t(k)),
                 _MM_HINT_T2);
+        if (next)
+#pragma GCC unroll 3
+          for (int g = 0; g < G; ++g)
+            _mm_prefetch(
+                reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kStepBytes + 64 * size_t(k)),
+                _MM_HINT_T2);
 #pragma GCC unroll 9
         for (int t = 0; t < NT; ++t) {
           const __m512bh x = pair_of(xb[t], 16 * (b - b0) + k);
@@ -245,7 +268,7 @@ void outer_tokens(const RowDotParams& p, const Step& st, int64_t t0) {
   }
   const TileGroups tg{p.w + size_t(st.r0) * p.w_row_stride, kX16Rows * p.w_row_stride * size_t(st.gstep),
                       size_t(kX16Rows * st.gstep)};
-  outer_tile<G, NT>(tg, st.b0, st.b1, a, y, st.b0 == 0, t0 == 0);
+  outer_tile<G, NT>(tg, st.b0, st.b1, a, y, st.b0 == 0, t0 == 0, t0 == kMaxTokens);
 }
 
 // All tokens over one step, 9 at a time.
