@@ -181,7 +181,7 @@ constexpr size_t kStepBytes = size_t(kBlocksPerStep) * kGroupBlock;
 // with more than 9 tokens take a second group). Not kept: the same
 // prefetches split between the first and second groups (Qwen3 +3%,
 // DeepSeek-V3 -4%); groups of balanced sizes (10 tokens as 5 + 5, not
-// 9 + 1: 2-3% less from DRAM, though 1.1x from L3).
+// 9 + 1: 2-4% less from DRAM, though 1.1x from L3).
 template <int G, int NT>
 void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* const* a, float* const* y, bool first,
                 bool stream, bool next) {
