@@ -252,6 +252,19 @@ TEST(MoeLayer, LargeLayersInLargerTasksEqualTheSequentialLayer) {
   for (int threads : {1, 2, 3}) EXPECT_EQ(run_layer(L, r, CpuIsa::kGeneric, threads), want) << threads;
 }
 
+// The task list puts expert e's down tasks after expert e + 2's gate/up
+// ones (kDownLag) and the last experts' downs at its end: one, two and three
+// active experts, at every thread count, give the sequential layer.
+TEST(MoeLayer, FewActiveExpertsEqualTheSequentialLayer) {
+  const Layer L = make_layer(DType::kQ8_0, DType::kQ8_0, 256, 512, 6, 61);
+  for (int active = 1; active <= 3; ++active) {
+    const Routing r = make_routing(1, active, 256, 6, uint32_t(62 + active));
+    const std::vector<float> want = sequential_generic(L, r);
+    for (int threads : {1, 2, 3})
+      EXPECT_EQ(run_layer(L, r, CpuIsa::kGeneric, threads), want) << active << " experts, " << threads << " threads";
+  }
+}
+
 // The layer runs through ThreadPool::run_shared: with threads that go to
 // sleep after every job (no spin), they join each layer late or not at all,
 // and the floats stay those of the sequential layer.
