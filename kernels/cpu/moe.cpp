@@ -40,7 +40,7 @@ constexpr int64_t kTailExperts = 2;
 // gate/up meets two downs. On a Zen 5 EPYC (two threads, batch 1, quiet
 // reads, alternated by repetition) that layer went from 0.776-0.780 of the
 // read to 0.823-0.831; the other types and DeepSeek-V3's shapes moved within
-// +-1.5%, as did batches 8 and 256; a lag of 3 gave no more, nor did
+// -1.5% to +1%, batches 8 and 256 within -2% to +2.5%; a lag of 3 gave no more, nor did
 // smaller tasks for the tail's downs (stop 39).
 constexpr int64_t kDownLag = 2;
 
