@@ -293,6 +293,20 @@ void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const* xp) {
   }
 }
 
+// Tokens t to t + kFp8PassTokens - 1 (or to the last) of rows `rows`: one pass.
+template <int R, bool kMarked, Fp8Form kForm, bool kNext>
+void fp8_token_pass(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp, int64_t t) {
+  static_assert(kFp8PassTokens == 4);
+  float* y = p.y + size_t(t) * p.y_row_stride;
+  switch (std::min<int64_t>(kFp8PassTokens, p.n_tokens - t)) {
+    case 4: fp8_one_token_rows<R, 4, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
+    case 3: fp8_one_token_rows<R, 3, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
+    case 2: fp8_one_token_rows<R, 2, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
+    case 1: fp8_one_token_rows<R, 1, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
+    default: break;
+  }
+}
+
 // Rows `rows` for every token, kFp8PassTokens at a time: the first pass
 // reads the rows from DRAM, the later ones find them in L1 or L2, and the
 // second also prefetches the rows after them (the next call's), so DRAM
@@ -303,27 +317,12 @@ void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const* xp) {
 // the layer there is compute-bound at 27-35% of the bf16 peak (stop 39).
 template <int R, bool kMarked, Fp8Form kForm>
 void fp8_token_passes(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp) {
-  int64_t t = 0;
-  for (; t + kFp8PassTokens <= p.n_tokens; t += kFp8PassTokens) {
-    float* y = p.y + size_t(t) * p.y_row_stride;
+  for (int64_t t = 0; t < p.n_tokens; t += kFp8PassTokens) {
     if (t == kFp8PassTokens)
-      fp8_one_token_rows<R, kFp8PassTokens, kMarked, kForm, true>(p, rows, xp + t, y);
+      fp8_token_pass<R, kMarked, kForm, true>(p, rows, xp, t);
     else
-      fp8_one_token_rows<R, kFp8PassTokens, kMarked, kForm>(p, rows, xp + t, y);
+      fp8_token_pass<R, kMarked, kForm, false>(p, rows, xp, t);
   }
-  float* y = p.y + size_t(t) * p.y_row_stride;
-  const auto rest = [&]<bool kNext>() {
-    switch (p.n_tokens - t) {
-      case 3: fp8_one_token_rows<R, 3, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
-      case 2: fp8_one_token_rows<R, 2, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
-      case 1: fp8_one_token_rows<R, 1, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
-      default: break;
-    }
-  };
-  if (t == kFp8PassTokens)
-    rest.template operator()<true>();
-  else
-    rest.template operator()<false>();
 }
 
 // Three or more tokens: pairs of rows from the range's halves (two streams),

@@ -166,13 +166,14 @@ constexpr size_t kPrefillAhead = 4096;
 constexpr size_t kStepBytes = size_t(kBlocksPerStep) * kGroupBlock;
 
 // G groups by NT tokens over blocks [b0, b1): y[t] += (or = when first) the
-// partial dots. The first token group (stream) reads the weights from DRAM
-// and prefetches one line per group per pair position, kPrefillAhead ahead,
-// so the requests go out ahead of the arithmetic; later token groups find
-// the step's weights in L1 or L2. The second token group (next) prefetches
-// the next step's lines, one per group per pair position (its whole 32
-// KiB a group), so DRAM keeps streaming while that group computes from
-// cache and the next step's first group starts warm. Before (stop 39), DRAM
+// partial dots, each group's line `ahead` bytes on prefetched per pair
+// position (0: none). The first token group reads the weights from DRAM and
+// prefetches kPrefillAhead ahead, so the requests go out ahead of the
+// arithmetic; later token groups find the step's weights in L1 or L2. The
+// second token group prefetches kStepBytes ahead: the next step's lines
+// (its whole 32 KiB a group), so DRAM keeps streaming while that group
+// computes from cache and the next step's first group starts warm
+// (prefill_ahead). Before (stop 39), DRAM
 // idled through every later token group: at 256 tokens, on a Zen 5 EPYC,
 // alternating by repetition in one process, the layer's weight bytes per
 // second over the read's went 0.43-0.46 -> 0.49-0.53 (Qwen3-30B-A3B, 16
@@ -184,7 +185,7 @@ constexpr size_t kStepBytes = size_t(kBlocksPerStep) * kGroupBlock;
 // 9 + 1: 2-4% less from DRAM, though 1.1x from L3).
 template <int G, int NT>
 void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* const* a, float* const* y, bool first,
-                bool stream, bool next) {
+                size_t ahead) {
   // Chains per accumulator: a few tokens give too few independent sums to
   // hide vdpbf16ps's latency (3 groups x 1 token: 3 chains), so pair
   // positions k alternate between C partial sums, added at the end.
@@ -218,18 +219,11 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
         __m512bh wv[G];
 #pragma GCC unroll 3
         for (int g = 0; g < G; ++g) wv[g] = weights_at(wb + tg.group_bytes * size_t(g) + 64 * size_t(k));
-        if (stream)
+        if (ahead)
 #pragma GCC unroll 3
           for (int g = 0; g < G; ++g)
-            _mm_prefetch(
-                reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kPrefillAhead + 64 * size_t(k)),
-                _MM_HINT_T2);
-        if (next)
-#pragma GCC unroll 3
-          for (int g = 0; g < G; ++g)
-            _mm_prefetch(
-                reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kStepBytes + 64 * size_t(k)),
-                _MM_HINT_T2);
+            _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + ahead + 64 * size_t(k)),
+                         _MM_HINT_T2);
 #pragma GCC unroll 9
         for (int t = 0; t < NT; ++t) {
           const __m512bh x = pair_of(xb[t], 16 * (b - b0) + k);
@@ -251,6 +245,11 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
     }
 }
 
+// How far ahead the token group from token t0 prefetches (outer_tile).
+constexpr size_t prefill_ahead(int64_t t0) {
+  return t0 == 0 ? kPrefillAhead : t0 == kMaxTokens ? kStepBytes : 0;
+}
+
 // One step: G groups (the first at row r0, the others gstep groups apart),
 // blocks [b0, b1).
 struct Step {
@@ -268,7 +267,7 @@ void outer_tokens(const RowDotParams& p, const Step& st, int64_t t0) {
   }
   const TileGroups tg{p.w + size_t(st.r0) * p.w_row_stride, kX16Rows * p.w_row_stride * size_t(st.gstep),
                       size_t(kX16Rows * st.gstep)};
-  outer_tile<G, NT>(tg, st.b0, st.b1, a, y, st.b0 == 0, t0 == 0, t0 == kMaxTokens);
+  outer_tile<G, NT>(tg, st.b0, st.b1, a, y, st.b0 == 0, prefill_ahead(t0));
 }
 
 // All tokens over one step, 9 at a time.
