@@ -79,13 +79,18 @@ struct Meta {
 };
 
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
-// starting at row row0[g]) x T tokens. For one token, x4_rows sets four
-// groups side by side, from the four quarters of the row range (far-apart
-// streams). Four keep DRAM busier than two: Q8_0 (tandem-bench-moe, DeepSeek-V3
-// shape, batch 1: 81-88% of read bandwidth against 77-84%, alternating
-// runs); Q4_K once its prefetches were spread over its loop (the layer's
-// tasks, one process, variants alternating: 1.25x at both expert shapes,
-// where four streams with a burst of prefetches per block gave 1.00-1.12x).
+// starting at row row0[g]) x T tokens. For one or two tokens, x4_rows sets
+// two groups side by side, from the two halves of the row range (far-apart
+// streams). On a Zen 4 EPYC four streams (the quarters) had kept DRAM busier
+// than two (Q8_0, DeepSeek-V3 batch 1: 81-88% of the read against 77-84%);
+// on a Zen 5 EPYC, where one core's misses in flight bound a quiet read, the
+// halves won, alternated by repetition in one process (stop 40): one thread,
+// Q4_K 0.845-0.851 -> 0.917-0.919 of the read (DeepSeek-V3) and 0.841-0.847
+// -> 0.881 (Qwen3-30B-A3B), Q8_0 0.869 -> 0.905 and 0.883 -> 0.918; two
+// threads at reads above 70 GB/s Q4_K 0.880 -> 0.938 and 0.833 -> 0.865,
+// Q8_0 0.906 -> 0.939 and 0.892 -> 0.911; below 55 within -3% to +5%.
+// A synthetic one-thread read with four vdpbf16ps per line did the same
+// there: 41-42 GB/s from two streams, 40 from four, 34 from eight.
 // One token prefetches nothing: each group is a sequential stream, which the
 // hardware prefetchers follow, and L1 prefetches held the layer to 29-48
 // GB/s on an AMD EPYC whose read gave 44-61, where without them it reached
@@ -489,15 +494,13 @@ void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t) {
                          row0);
 }
 
-// Groups side by side against all tokens: four for one token, two for one
-// or two tokens (far-apart streams, and enough sums in flight), else one
-// group and up to four tokens at a time.
+// Groups side by side against all tokens: two for one or two tokens
+// (far-apart streams, and enough sums in flight), else one group and up to
+// four tokens at a time.
 template <class K, int G>
 void x4_groups(const RowDotParams& p, const int64_t (&row0)[G]) {
   int64_t t = 0;
-  if constexpr (G == 4) {
-    x4_tokens<K, 4, 1>(p, row0, 0);
-  } else if constexpr (G == 2) {
+  if constexpr (G == 2) {
     for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<K, 2, 2>(p, row0, t);
     if (t < p.n_tokens) x4_tokens<K, 2, 1>(p, row0, t);
   } else {
@@ -533,13 +536,11 @@ void x4_streams(const RowDotParams& p, int64_t groups) {
   }
 }
 
-// Four streams for one token, two for two tokens, one for more.
+// Two streams for one or two tokens, one for more.
 template <class K>
 void x4_rows(const RowDotParams& p) {
   const int64_t groups = (p.row_end - p.row_begin) / kX4Rows;
-  if (p.n_tokens == 1 && groups >= 4)
-    x4_streams<K, 4>(p, groups);
-  else if (p.n_tokens <= 2)
+  if (p.n_tokens <= 2)
     x4_streams<K, 2>(p, groups);
   else
     x4_streams<K, 1>(p, groups);
