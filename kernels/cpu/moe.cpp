@@ -16,8 +16,8 @@ constexpr size_t kAlign = 64;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // The layer's counters, one cache line each, then one per active expert
-// (its A tasks done).
-enum Counter : int64_t { kNextToken, kConverted, kNextTask, kDoneB, kNextSum, kCounters };
+// (its A tasks done). kRouted: the task list is written (thread 0).
+enum Counter : int64_t { kNextToken, kConverted, kRouted, kNextTask, kDoneB, kNextSum, kCounters };
 // Columns of the weighted sum per piece of work.
 constexpr int64_t kSumCols = 512;
 
@@ -137,14 +137,30 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   return l;
 }
 
+// Asks for the workspace's bookkeeping lines (the routing's arrays, the task
+// list, the counters) all at once: the layer before has streamed its weights
+// through the caches, and touched one array after another they cost a miss
+// each in turn.
+void warm_workspace(const Layout& l, int64_t n_experts, uint8_t* ws) {
+  constexpr size_t kMaxBytes = 16 << 10;  // a batch of a few tokens; more is worth less
+  auto warm = [&](size_t from, size_t to) {
+    for (size_t o = from; o < std::min(to, from + kMaxBytes); o += kAlign) __builtin_prefetch(ws + o, 1, 3);
+  };
+  warm(l.counts, l.g);
+  warm(l.yd, l.yd + sizeof(int32_t) * size_t(n_experts));  // route()'s cursors
+  warm(l.active, l.total);
+}
+
 struct Job {
   const MoeKernels* k;
   const MoeShape* s;
   const MoeExpert* experts;
   const MoeBatch* b;
-  const Layout* l;
+  Layout* l;  // route() sizes the tasks
   uint8_t* ws;
-  int64_t n_active, n_tasks, n_tasks_b;
+  int pool_size;
+  // Written by route() on thread 0 before kRouted; read by all after it.
+  int64_t n_active = 0, n_tasks = 0, n_tasks_b = 0;
 
   template <class T>
   T* at(size_t off) const { return reinterpret_cast<T*>(ws + off); }
@@ -241,10 +257,78 @@ struct Job {
         k->ops.add_scaled(p.y + size_t(2 * t * H) + h0, p.y + size_t((2 * t + 1) * H) + h0, 1.0f, h1 - h0);
   }
 
+  // Groups the assignments by expert and writes the task list; thread 0
+  // does this while the others convert the tokens.
+  void route() {
+    const MoeShape& sh = *s;
+    const MoeBatch& bt = *b;
+    Layout& ly = *l;
+    const int64_t n_assign = bt.n_tokens * bt.top_k;
+    // Group the assignments by expert (a counting sort, in token order).
+    auto* counts = reinterpret_cast<int32_t*>(ws + ly.counts);
+    auto* slot_token = reinterpret_cast<int32_t*>(ws + ly.slot_token);
+    auto* slot_of = reinterpret_cast<int32_t*>(ws + ly.slot_of);
+    auto* a_rows = reinterpret_cast<const uint8_t**>(ws + ly.a_rows);
+    std::fill(counts, counts + sh.n_experts + 1, 0);
+    for (int64_t i = 0; i < n_assign; ++i)
+      if (bt.expert_ids[i] >= 0) ++counts[bt.expert_ids[i] + 1];
+    for (int64_t e = 0; e < sh.n_experts; ++e) counts[e + 1] += counts[e];
+    auto* active = reinterpret_cast<int32_t*>(ws + ly.active);
+    n_active = 0;
+    for (int64_t e = 0; e < sh.n_experts; ++e)
+      if (counts[e + 1] > counts[e]) {
+        active[2 * n_active] = int32_t(e);
+        active[2 * n_active + 1] = counts[e];
+        ++n_active;
+      }
+    {
+      // fill slots: a running cursor per expert, kept in the yd area until it is used
+      auto* cursor = reinterpret_cast<int32_t*>(ws + ly.yd);
+      std::copy(counts, counts + sh.n_experts, cursor);
+      for (int64_t i = 0; i < n_assign; ++i) {
+        const int32_t e = bt.expert_ids[i];
+        if (e < 0) {
+          slot_of[i] = -1;
+          continue;
+        }
+        const int32_t slot = cursor[e]++;
+        slot_of[i] = slot;
+        slot_token[slot] = int32_t(i / bt.top_k);
+        for (int64_t p = 0; p < ly.pa; ++p)
+          a_rows[slot * ly.pa + p] = ws + ly.xa + size_t((i / bt.top_k) * ly.pa + p) * ly.xa_row;
+      }
+    }
+    size_tasks(sh,
+               std::clamp(double(n_active) * expert_bytes(sh) / (kTasksPerThread * pool_size),
+                          kMinTaskBytes, kMaxTaskBytes),
+               ly);
+    // Task order (kDownLag 2): A(0) A(1) A(2) B(0) A(3) B(1) ... B(n-2) B(n-1).
+    auto* tasks = reinterpret_cast<Task*>(ws + ly.tasks);
+    n_tasks = 0;
+    n_tasks_b = 0;
+    auto add_a = [&](int64_t e) {
+      for (int64_t f0 = 0; f0 < sh.ffn; f0 += ly.chunk_a)
+        tasks[n_tasks++] = {int32_t(e), 0, int32_t(f0), int32_t(std::min(sh.ffn, f0 + ly.chunk_a))};
+    };
+    auto add_b = [&](int64_t e) {
+      const int64_t chunk = e >= n_active - kTailExperts ? ly.tail_chunk_b : ly.chunk_b;
+      for (int64_t h0 = 0; h0 < sh.hidden; h0 += chunk, ++n_tasks_b)
+        tasks[n_tasks++] = {int32_t(e), 1, int32_t(h0), int32_t(std::min(sh.hidden, h0 + chunk))};
+    };
+    for (int64_t e = 0; e < n_active; ++e) {
+      add_a(e);
+      if (e >= kDownLag) add_b(e - kDownLag);
+    }
+    for (int64_t e = std::max<int64_t>(0, n_active - kDownLag); e < n_active; ++e) add_b(e);
+    std::memset(ws + ly.sync + kAlign * kCounters, 0, kAlign * size_t(n_active));
+    counter(kRouted).store(1, std::memory_order_release);
+  }
+
   // Run with ThreadPool::run_shared: every step takes its work from a
   // counter and waits only for the steps it reads, so the first thread
   // starts at once and one that wakes late joins where the others are.
-  void operator()(int /*index*/, int /*n_threads*/) const {
+  void operator()(int index, int /*n_threads*/) {
+    if (index == 0) route();
     // 1. convert the tokens, one at a time
     for (int64_t t = counter(kNextToken).fetch_add(1, std::memory_order_relaxed); t < b->n_tokens;
          t = counter(kNextToken).fetch_add(1, std::memory_order_relaxed)) {
@@ -254,6 +338,7 @@ struct Job {
       counter(kConverted).fetch_add(1, std::memory_order_acq_rel);
     }
     wait_until(counter(kConverted), b->n_tokens);
+    wait_until(counter(kRouted), 1);
     // 2. tasks
     const Task* tasks = at<Task>(l->tasks);
     for (int64_t i = counter(kNextTask).fetch_add(1, std::memory_order_relaxed); i < n_tasks;
@@ -336,6 +421,8 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
   if (workspace_bytes < l.total || !workspace)
     fail(ErrorKind::kInternal, "moe layer: workspace of {} bytes, {} needed", workspace_bytes,
          l.total);
+  auto* ws = static_cast<uint8_t*>(workspace);
+  warm_workspace(l, s.n_experts, ws);
   const int64_t n_assign = b.n_tokens * b.top_k;
   for (int64_t i = 0; i < n_assign; ++i) {
     const int32_t e = b.expert_ids[i];
@@ -345,64 +432,8 @@ void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
       fail_invalid("moe layer: token {} has routing weight {} for expert {}", i / b.top_k,
                    b.expert_weights[i], e);
   }
-  auto* ws = static_cast<uint8_t*>(workspace);
-  // Group the assignments by expert (a counting sort, in token order).
-  auto* counts = reinterpret_cast<int32_t*>(ws + l.counts);
-  auto* slot_token = reinterpret_cast<int32_t*>(ws + l.slot_token);
-  auto* slot_of = reinterpret_cast<int32_t*>(ws + l.slot_of);
-  auto* a_rows = reinterpret_cast<const uint8_t**>(ws + l.a_rows);
-  std::fill(counts, counts + s.n_experts + 1, 0);
-  for (int64_t i = 0; i < n_assign; ++i)
-    if (b.expert_ids[i] >= 0) ++counts[b.expert_ids[i] + 1];
-  for (int64_t e = 0; e < s.n_experts; ++e) counts[e + 1] += counts[e];
-  auto* active = reinterpret_cast<int32_t*>(ws + l.active);
-  int64_t n_active = 0;
-  for (int64_t e = 0; e < s.n_experts; ++e)
-    if (counts[e + 1] > counts[e]) {
-      active[2 * n_active] = int32_t(e);
-      active[2 * n_active + 1] = counts[e];
-      ++n_active;
-    }
-  {
-    // fill slots: a running cursor per expert, kept in the yd area until it is used
-    auto* cursor = reinterpret_cast<int32_t*>(ws + l.yd);
-    std::copy(counts, counts + s.n_experts, cursor);
-    for (int64_t i = 0; i < n_assign; ++i) {
-      const int32_t e = b.expert_ids[i];
-      if (e < 0) {
-        slot_of[i] = -1;
-        continue;
-      }
-      const int32_t slot = cursor[e]++;
-      slot_of[i] = slot;
-      slot_token[slot] = int32_t(i / b.top_k);
-      for (int64_t p = 0; p < l.pa; ++p)
-        a_rows[slot * l.pa + p] = ws + l.xa + size_t((i / b.top_k) * l.pa + p) * l.xa_row;
-    }
-  }
-  size_tasks(s,
-             std::clamp(double(n_active) * expert_bytes(s) / (kTasksPerThread * pool.size()),
-                        kMinTaskBytes, kMaxTaskBytes),
-             l);
-  // Task order (kDownLag 2): A(0) A(1) A(2) B(0) A(3) B(1) ... B(n-2) B(n-1).
-  auto* tasks = reinterpret_cast<Task*>(ws + l.tasks);
-  int64_t n_tasks = 0, n_tasks_b = 0;
-  auto add_a = [&](int64_t e) {
-    for (int64_t f0 = 0; f0 < s.ffn; f0 += l.chunk_a)
-      tasks[n_tasks++] = {int32_t(e), 0, int32_t(f0), int32_t(std::min(s.ffn, f0 + l.chunk_a))};
-  };
-  auto add_b = [&](int64_t e) {
-    const int64_t chunk = e >= n_active - kTailExperts ? l.tail_chunk_b : l.chunk_b;
-    for (int64_t h0 = 0; h0 < s.hidden; h0 += chunk, ++n_tasks_b)
-      tasks[n_tasks++] = {int32_t(e), 1, int32_t(h0), int32_t(std::min(s.hidden, h0 + chunk))};
-  };
-  for (int64_t e = 0; e < n_active; ++e) {
-    add_a(e);
-    if (e >= kDownLag) add_b(e - kDownLag);
-  }
-  for (int64_t e = std::max<int64_t>(0, n_active - kDownLag); e < n_active; ++e) add_b(e);
-  std::memset(ws + l.sync, 0, kAlign * size_t(kCounters + n_active));
-  Job job{&k, &s, experts, &b, &l, ws, n_active, n_tasks, n_tasks_b};
+  std::memset(ws + l.sync, 0, kAlign * kCounters);
+  Job job{&k, &s, experts, &b, &l, ws, pool.size()};
   pool.run_shared(job);
 }
 

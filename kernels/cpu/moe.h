@@ -8,7 +8,9 @@
 // Work distribution (one call = one layer, ThreadPool::run_shared: every
 // step takes its work from a counter, so the calling thread starts at once
 // and a pool thread that wakes late joins in; no step waits for all threads):
-//  1. the tokens' activations are converted once, a token at a time;
+//  1. the tokens' activations are converted once, a token at a time, while
+//     thread 0 groups the assignments by expert and writes the task list
+//     (so a pool thread's wake-up and the conversion overlap the routing);
 //  2. tasks are handed out from one atomic counter in the order
 //     A(e0) A(e1) B(e0) A(e2) B(e1) ... B(last), where A(e) is a chunk of
 //     expert e's gate/up rows for all its tokens (ending with SiLU*up and the

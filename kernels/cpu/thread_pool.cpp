@@ -58,8 +58,8 @@ struct ThreadPool::State {
       while (g == seen && !stop.load(std::memory_order_relaxed)) {
         if (std::chrono::steady_clock::now() > spin_until) {
           generation.wait(seen, std::memory_order_acquire);
-        } else {
-          for (int k = 0; k < 64; ++k) cpu_relax();
+        } else {  // the clock now and then; the word after every pause (a pause can be 64+ cycles)
+          for (int k = 0; k < 64 && generation.load(std::memory_order_relaxed) == seen; ++k) cpu_relax();
         }
         g = generation.load(std::memory_order_acquire);
       }
