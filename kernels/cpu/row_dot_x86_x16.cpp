@@ -25,12 +25,13 @@
 // 1.26x the weight bytes per second and 1.3x with them hot. Up to 9 tokens
 // rather than 8 (31 of the 32 registers): 9 tokens in one pass instead of
 // 8 + 1, 1.3x with hot weights (DeepSeek-V3 at 256 tokens routes 9 to an
-// eighth of its experts). Passes of 1 to 4 tokens split each sum over 2 or
-// 4 chains (too few independent sums otherwise hide vdpbf16ps's latency):
-// with hot weights 1.13x at 10 and 11 tokens (9 + 1, 9 + 2) and 1.24x at
-// 3; the layer at 256 tokens 1.02x at both expert shapes. Each lane sums
-// its row's pairs in order (or in 2 or 4 interleaved chains), tested
-// against the reference within bounds.
+// eighth of its experts). 10 to 14 tokens take two groups in one pass
+// (wide_rows); 15 or more, passes of 9 and the rest. Passes of 1 to 4 tokens
+// split each sum over 2 or 4 chains (too few independent sums otherwise
+// hide vdpbf16ps's latency): with hot weights 1.24x at 3 tokens, and 1.13x
+// at 10 and 11 when those took passes of 9 + 1 and 9 + 2 (before stop 41);
+// the layer at 256 tokens 1.02x at both expert shapes. Each lane sums its row's pairs in order (or in 2 or 4
+// interleaved chains), tested against the reference within bounds.
 #include <algorithm>
 #include <utility>
 
@@ -149,49 +150,47 @@ struct TileGroups {
   size_t group_bytes, y_group;
 };
 
-// How far ahead the first token group's prefetches ask, and where to: 4 KiB
-// ahead, with prefetcht2 (outer levels, not L1). The DRAM stream then runs
-// ahead of the arithmetic instead of in step with it; prefetches into L1
-// (2 KiB ahead, until stop 33) made the layer slower than none at all. At
-// 256 tokens, one process, variants alternating by repetition (an AMD EPYC,
-// 2 threads), medians of the layer's GFLOP/s over 8-12 repetitions each:
-// DeepSeek-V3 204-232 into L1, 224-258 without, 235-286 with prefetcht1
-// (4 to 32 KiB ahead alike), 267-268 with prefetcht2; Qwen3-30B-A3B 240-280,
-// 275-292, 302-319 and 303-314 (docs/cpu-kernels.md). 8 KiB until stop 39,
-// when on a Zen 5 EPYC (reads of 78-85 GB/s) 4 KiB gave more (with the
-// second pass's prefetches below, DeepSeek-V3 0.733 of the read against
-// 0.701; 2 KiB and 16 KiB less).
-constexpr size_t kPrefillAhead = 4096;
+// What a token group's loop prefetches (outer_tile). The first token group
+// reads the weights from DRAM and asks for each group's line kStreamAhead
+// bytes on with prefetcht0, so the requests go out ahead of the arithmetic.
+// The second token group (experts with more than kMaxTokens tokens) finds
+// the step's weights in L2 and asks for the next step's lines (its whole
+// 32 KiB a group, prefetcht2), so DRAM keeps streaming while it computes and
+// the next step's first group starts warm; before stop 39 DRAM idled through
+// it (DeepSeek-V3 at 256 tokens 0.68-0.69 -> 0.70-0.73 of the read,
+// Qwen3-30B-A3B 0.43-0.46 -> 0.49-0.53). Later groups ask for nothing.
+//
+// The first group's kind of prefetch moved with the machines: into L1 2 KiB
+// ahead until stop 33 (slower than none on a Zen 4 EPYC), prefetcht2 8 KiB
+// ahead until stop 39 and 4 KiB until stop 41, and prefetcht0 3 KiB ahead
+// since. On a Zen 5 EPYC with the hint a compile-time choice (a branch per
+// line before) and the activations read in place (below), one thread over
+// a 1 GiB matrix (tasks of 288 rows, 8 tokens, weight bytes per second over
+// a plain read's): prefetcht2 4 KiB 0.81, 2 KiB 0.85, 3 KiB 0.87;
+// prefetcht0 2 KiB 0.87, 3 KiB 0.91 (9 tokens: 0.84, 0.89, 0.87 and 0.93),
+// 6 KiB 0.83; none 0.69-0.72. The layer at 256 tokens, two threads,
+// alternated by repetition at reads above 70 GB/s: DeepSeek-V3 0.748-0.763
+// (stop 40's kernel) -> 0.810-0.824 with prefetcht0 3 KiB, 0.791 at 2.5 KiB,
+// 0.792 at 4 KiB, 0.806 with prefetcht1 3 KiB; Qwen3-30B-A3B 0.491-0.511 ->
+// 0.536-0.552; at 32 tokens 0.807 -> 0.891.
+enum class TileAhead { kNone, kStream, kNextStep };
+constexpr size_t kStreamAhead = 3072;
 // A step's bytes per group: where the next step starts.
 constexpr size_t kStepBytes = size_t(kBlocksPerStep) * kGroupBlock;
 
 // G groups by NT tokens over blocks [b0, b1): y[t] += (or = when first) the
-// partial dots, each group's line `ahead` bytes on prefetched per pair
-// position (0: none). The first token group reads the weights from DRAM and
-// prefetches kPrefillAhead ahead, so the requests go out ahead of the
-// arithmetic; later token groups find the step's weights in L1 or L2. The
-// second token group prefetches kStepBytes ahead: the next step's lines
-// (its whole 32 KiB a group), so DRAM keeps streaming while that group
-// computes from cache and the next step's first group starts warm
-// (prefill_ahead). Before (stop 39), DRAM
-// idled through every later token group: at 256 tokens, on a Zen 5 EPYC,
-// alternating by repetition in one process, the layer's weight bytes per
-// second over the read's went 0.43-0.46 -> 0.49-0.53 (Qwen3-30B-A3B, 16
-// tokens an expert, reads above 70 GB/s), 0.65 -> 0.69-0.71 (reads below
-// 55) and 0.68-0.69 -> 0.70-0.73 (DeepSeek-V3, 8 an expert, whose experts
-// with more than 9 tokens take a second group). Not kept: the same
+// partial dots, prefetching as A says. Not kept: the second group's
 // prefetches split between the first and second groups (Qwen3 +3%,
 // DeepSeek-V3 -4%); groups of balanced sizes (10 tokens as 5 + 5, not
 // 9 + 1: 2-4% less from DRAM, though 1.1x from L3).
-template <int G, int NT>
-void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* const* a, float* const* y, bool first,
-                size_t ahead) {
+template <int G, int NT, TileAhead A>
+void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* const* a, float* const* y, bool first) {
   // Chains per accumulator: a few tokens give too few independent sums to
   // hide vdpbf16ps's latency (3 groups x 1 token: 3 chains), so pair
   // positions k alternate between C partial sums, added at the end.
   constexpr int C = NT == 1 ? 4 : NT <= 4 ? 2 : 1;
   __m512 acc[C][NT][G];
-#pragma GCC unroll 9
+#pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 3
     for (int g = 0; g < G; ++g) {
@@ -199,16 +198,12 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
 #pragma GCC unroll 4
       for (int c = 1; c < C; ++c) acc[c][t][g] = _mm512_setzero_ps();
     }
-  // The tokens' pairs of these blocks, side by side: one base register
-  // serves every broadcast (9 token pointers would spill). Unrolled, so it
-  // is not made a call to memcpy.
-  alignas(64) uint8_t xb[NT][kBlocksPerStep * 64];
-  const int64_t n = b1 - b0;
-#pragma GCC unroll 9
-  for (int t = 0; t < NT; ++t)
-#pragma GCC unroll 8
-    for (int64_t i = 0; i < kBlocksPerStep; ++i)
-      if (i < n) _mm512_store_si512(xb[t] + 64 * i, _mm512_loadu_si512(a[t] + 64 * size_t(b0 + i)));
+  // The broadcasts read each token's pairs where they are: a token pointer
+  // a register, one index for all. Copying the step's pairs side by side
+  // first (until stop 41, so one base register served every broadcast)
+  // cost 4-5% from DRAM (one thread, 8 tokens: 0.78 -> 0.81-0.82 of a plain
+  // read without the copy; with the tokens' pairs in L1 instead of L2, no
+  // better).
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* wb = tg.w + kGroupBlock * size_t(b);
 #pragma GCC unroll 2
@@ -219,21 +214,26 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
         __m512bh wv[G];
 #pragma GCC unroll 3
         for (int g = 0; g < G; ++g) wv[g] = weights_at(wb + tg.group_bytes * size_t(g) + 64 * size_t(k));
-        if (ahead)
+        if constexpr (A == TileAhead::kStream)
 #pragma GCC unroll 3
           for (int g = 0; g < G; ++g)
-            _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + ahead + 64 * size_t(k)),
+            _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kStreamAhead + 64 * size_t(k)),
+                         _MM_HINT_T0);
+        if constexpr (A == TileAhead::kNextStep)
+#pragma GCC unroll 3
+          for (int g = 0; g < G; ++g)
+            _mm_prefetch(reinterpret_cast<const char*>(wb + tg.group_bytes * size_t(g) + kStepBytes + 64 * size_t(k)),
                          _MM_HINT_T2);
-#pragma GCC unroll 9
+#pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
-          const __m512bh x = pair_of(xb[t], 16 * (b - b0) + k);
+          const __m512bh x = pair_of(a[t], 16 * b + k);
 #pragma GCC unroll 3
           for (int g = 0; g < G; ++g) acc[c][t][g] = _mm512_dpbf16_ps(acc[c][t][g], wv[g], x);
         }
       }
     }
   }
-#pragma GCC unroll 9
+#pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 3
     for (int g = 0; g < G; ++g) {
@@ -243,11 +243,6 @@ void outer_tile(const TileGroups& tg, int64_t b0, int64_t b1, const uint8_t* con
         v = _mm512_add_ps(_mm512_add_ps(v, acc[1][t][g]), _mm512_add_ps(acc[2][t][g], acc[3][t][g]));
       _mm512_storeu_ps(y[t] + tg.y_group * g, v);
     }
-}
-
-// How far ahead the token group from token t0 prefetches (outer_tile).
-constexpr size_t prefill_ahead(int64_t t0) {
-  return t0 == 0 ? kPrefillAhead : t0 == kMaxTokens ? kStepBytes : 0;
 }
 
 // One step: G groups (the first at row r0, the others gstep groups apart),
@@ -260,14 +255,20 @@ template <int G, int NT>
 void outer_tokens(const RowDotParams& p, const Step& st, int64_t t0) {
   const uint8_t* a[NT];
   float* y[NT];
-#pragma GCC unroll 9
+#pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
     a[t] = activation_row(p, t0 + t);
     y[t] = p.y + size_t(t0 + t) * p.y_row_stride + size_t(st.r0);
   }
   const TileGroups tg{p.w + size_t(st.r0) * p.w_row_stride, kX16Rows * p.w_row_stride * size_t(st.gstep),
                       size_t(kX16Rows * st.gstep)};
-  outer_tile<G, NT>(tg, st.b0, st.b1, a, y, st.b0 == 0, prefill_ahead(t0));
+  const bool first = st.b0 == 0;
+  if (t0 == 0)
+    outer_tile<G, NT, TileAhead::kStream>(tg, st.b0, st.b1, a, y, first);
+  else if (t0 == kMaxTokens)
+    outer_tile<G, NT, TileAhead::kNextStep>(tg, st.b0, st.b1, a, y, first);
+  else
+    outer_tile<G, NT, TileAhead::kNone>(tg, st.b0, st.b1, a, y, first);
 }
 
 // All tokens over one step, 9 at a time.
@@ -295,6 +296,33 @@ void outer_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
     outer_step<G>(p, Step{r0, b, std::min(nb, b + kBlocksPerStep), gstep});
 }
 
+// 10 to 14 tokens: two groups (halves of the range, as the thirds below) by
+// all the tokens in one pass (28 accumulators at 14), so every step reads
+// DRAM once and computes once, where 9 + 1 to 9 + 5 took a second pass over
+// the step from L2 with a few tokens. One thread over a 1 GiB matrix, of a
+// plain read: 10 tokens 0.80 -> 0.82, 11 0.71 -> 0.80, 12 0.75 -> 0.78, 13
+// 0.71 -> 0.75, 14 0.62 -> 0.73; the layer at 256 tokens, one thread,
+// alternated by repetition: DeepSeek-V3 0.823 -> 0.835, Qwen3-30B-A3B
+// 0.544 -> 0.559. With 15 or more, 9 + the rest stays: three groups share
+// each broadcast three ways.
+constexpr int64_t kWideMaxTokens = 14;
+
+template <int G>
+void wide_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
+  const int64_t nb = p.cols / kColsPerBlock;
+  for (int64_t b = 0; b < nb; b += kBlocksPerStep) {
+    const Step st{r0, b, std::min(nb, b + kBlocksPerStep), gstep};
+    switch (p.n_tokens) {
+      case 10: outer_tokens<G, 10>(p, st, 0); break;
+      case 11: outer_tokens<G, 11>(p, st, 0); break;
+      case 12: outer_tokens<G, 12>(p, st, 0); break;
+      case 13: outer_tokens<G, 13>(p, st, 0); break;
+      case 14: outer_tokens<G, 14>(p, st, 0); break;
+      default: break;
+    }
+  }
+}
+
 // Tiles of three groups taken from the three thirds of the range (group j
 // with j + q and j + 2q), then the one or two groups left over. Streams far
 // apart read faster than neighbours (a 2048-column down projection's groups
@@ -302,6 +330,12 @@ void outer_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
 // next tile's group, so no tile starts cold.
 void prefill_rows(const RowDotParams& p) {
   const int64_t groups = (p.row_end - p.row_begin) / kX16Rows, q = groups / kX16TileGroups;
+  if (p.n_tokens > kMaxTokens && p.n_tokens <= kWideMaxTokens) {
+    const int64_t h = groups / 2;
+    for (int64_t j = 0; j < h; ++j) wide_rows<2>(p, p.row_begin + j * kX16Rows, h);
+    if (groups % 2) wide_rows<1>(p, p.row_begin + 2 * h * kX16Rows, 1);
+    return;
+  }
   for (int64_t j = 0; j < q; ++j) outer_rows<kX16TileGroups>(p, p.row_begin + j * kX16Rows, q);
   const int64_t r0 = p.row_begin + kX16TileGroups * q * kX16Rows;
   if (groups % kX16TileGroups == 2)

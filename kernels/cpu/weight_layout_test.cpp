@@ -353,8 +353,9 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
       std::vector<float> wd(size_t(rows * cols));
       dequantize_generic(type, w.data(), wd.data(), wd.size());
       const size_t row_bytes = w.size() / size_t(rows), ab = row_dot_activation_bytes(type, cols);
-      // 2-4 and 10 (9 + 1), 13 (9 + 4) tokens: passes with split sums
-      for (int64_t tokens : {1, 2, 3, 4, 6, 8, 9, 10, 13, 17, 33}) {
+      // 2-4 tokens and 19 (9 + 9 + 1): passes with split sums; 10, 13 and
+      // 14: two groups by all the tokens in one pass
+      for (int64_t tokens : {1, 2, 3, 4, 6, 8, 9, 10, 13, 14, 17, 19, 33}) {
         const std::vector<float> x = random_x(tokens * cols, rng);
         std::vector<uint8_t> a(ab * size_t(tokens));
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
