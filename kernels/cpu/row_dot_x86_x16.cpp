@@ -11,27 +11,27 @@
 // then 16-31, so each pass's 16 sums stay in registers and the second pass
 // finds its weights in L2.
 //
-// Several tokens (prefill) take an outer product: 48 rows (three groups) by
-// up to 9 tokens in 27 accumulators, three weight loads and 9 broadcasts per
-// 27 vdpbf16ps, over 1024 columns at a time (the rowmajor tiles need a
-// weight and an activation load per 2 instructions and a reduction per dot:
-// one thread with hot weights, 180-265 GFLOP/s against 330-360 here with two
-// groups, of a peak of about 450). Three groups rather than two: 3-4% more
-// with hot weights, and 6-8% (8 tokens) to 12-16% (16 tokens) more weight
-// bytes per second from DRAM, compared in one process (two threads,
-// alternating). The first token group prefetches one line per group per
-// pair position rather than bursts per block or step, and steps are 1024
-// columns rather than 256: with 8 tokens (two threads, weights from DRAM)
-// 1.26x the weight bytes per second and 1.3x with them hot. Up to 9 tokens
-// rather than 8 (31 of the 32 registers): 9 tokens in one pass instead of
-// 8 + 1, 1.3x with hot weights (DeepSeek-V3 at 256 tokens routes 9 to an
-// eighth of its experts). 10 to 14 tokens take two groups in one pass
-// (wide_rows); 15 or more, passes of 9 and the rest. Passes of 1 to 4 tokens
-// split each sum over 2 or 4 chains (too few independent sums otherwise
-// hide vdpbf16ps's latency): with hot weights 1.24x at 3 tokens, and 1.13x
-// at 10 and 11 when those took passes of 9 + 1 and 9 + 2 (before stop 41);
-// the layer at 256 tokens 1.02x at both expert shapes. Each lane sums its row's pairs in order (or in 2 or 4
-// interleaved chains), tested against the reference within bounds.
+// Several tokens (prefill) take an outer product: 48 rows (three groups) by up
+// to 9 tokens in 27 accumulators, three weight loads and 9 broadcasts per 27
+// vdpbf16ps, over the rows' whole width (the rowmajor tiles need a weight and
+// an activation load per 2 instructions and a reduction per dot: one thread
+// with hot weights, 180-265 GFLOP/s against 330-360 here with two groups, of a
+// peak of about 450). Three groups rather than two: 3-4% more with hot weights,
+// and 6-8% (8 tokens) to 12-16% (16 tokens) more weight bytes per second from
+// DRAM, compared in one process (two threads, alternating). The first token
+// group prefetches one line per group per pair position rather than bursts per
+// block or step. Tokens that take several passes go in steps of 1024 columns
+// (256 until stop 23: with 8 tokens then 1.26x from DRAM and 1.3x hot); one
+// pass, one step (since stop 41, outer_rows). Up to 9 tokens rather than 8 (31
+// of the 32 registers): 9 tokens in one pass instead of 8 + 1, 1.3x with hot
+// weights (DeepSeek-V3 at 256 tokens routes 9 to an eighth of its experts). 10
+// to 14 tokens take two groups in one pass (wide_rows); 15 or more, passes of 9
+// and the rest. Passes of 1 to 4 tokens split each sum over 2 or 4 chains (too
+// few independent sums otherwise hide vdpbf16ps's latency): with hot weights
+// 1.24x at 3 tokens, and 1.13x at 10 and 11 when those took passes of 9 + 1 and
+// 9 + 2 (before stop 41); the layer at 256 tokens 1.02x at both expert shapes.
+// Each lane sums its row's pairs in order (or in 2 or 4 interleaved chains),
+// tested against the reference within bounds.
 #include <algorithm>
 #include <utility>
 
@@ -289,11 +289,17 @@ void outer_step(const RowDotParams& p, const Step& st) {
   }
 }
 
+// One pass (up to kMaxTokens tokens) takes the rows' whole width as one
+// step; several passes take steps of kBlocksPerStep, so the later passes
+// find the step's weights in L2. Steps of 1024 columns in one pass too
+// (until stop 41) cost 5-6% from DRAM, one thread over a 1 GiB matrix of
+// 7168 columns: of a plain read 0.87 -> 0.91 (6 tokens), 0.90 -> 0.95 (8),
+// 0.90 -> 0.96 (9); the layer at 256 tokens, two threads alternated by
+// repetition at reads above 70 GB/s, DeepSeek-V3 0.796 -> 0.830.
 template <int G>
 void outer_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
-  const int64_t nb = p.cols / kColsPerBlock;
-  for (int64_t b = 0; b < nb; b += kBlocksPerStep)
-    outer_step<G>(p, Step{r0, b, std::min(nb, b + kBlocksPerStep), gstep});
+  const int64_t nb = p.cols / kColsPerBlock, step = p.n_tokens <= kMaxTokens ? nb : kBlocksPerStep;
+  for (int64_t b = 0; b < nb; b += step) outer_step<G>(p, Step{r0, b, std::min(nb, b + step), gstep});
 }
 
 // 10 to 14 tokens: two groups (halves of the range, as the thirds below) by
@@ -309,17 +315,14 @@ constexpr int64_t kWideMaxTokens = 14;
 
 template <int G>
 void wide_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
-  const int64_t nb = p.cols / kColsPerBlock;
-  for (int64_t b = 0; b < nb; b += kBlocksPerStep) {
-    const Step st{r0, b, std::min(nb, b + kBlocksPerStep), gstep};
-    switch (p.n_tokens) {
-      case 10: outer_tokens<G, 10>(p, st, 0); break;
-      case 11: outer_tokens<G, 11>(p, st, 0); break;
-      case 12: outer_tokens<G, 12>(p, st, 0); break;
-      case 13: outer_tokens<G, 13>(p, st, 0); break;
-      case 14: outer_tokens<G, 14>(p, st, 0); break;
-      default: break;
-    }
+  const Step st{r0, 0, p.cols / kColsPerBlock, gstep};  // one pass, one step (outer_rows)
+  switch (p.n_tokens) {
+    case 10: outer_tokens<G, 10>(p, st, 0); break;
+    case 11: outer_tokens<G, 11>(p, st, 0); break;
+    case 12: outer_tokens<G, 12>(p, st, 0); break;
+    case 13: outer_tokens<G, 13>(p, st, 0); break;
+    case 14: outer_tokens<G, 14>(p, st, 0); break;
+    default: break;
   }
 }
 
