@@ -91,17 +91,25 @@ struct Meta {
 // Q8_0 0.906 -> 0.939 and 0.892 -> 0.911; below 55 within -3% to +5%.
 // A synthetic one-thread read with four vdpbf16ps per line did the same
 // there: 41-42 GB/s from two streams, 40 from four, 34 from eight.
-// One token prefetches nothing: each group is a sequential stream, which the
-// hardware prefetchers follow, and L1 prefetches held the layer to 29-48
-// GB/s on an AMD EPYC whose read gave 44-61, where without them it reached
-// 42-58 (reads of 55-61; docs/cpu-kernels.md). Before, Q4_K prefetched 1 KiB ahead and
-// Q8_0 2 KiB.
-constexpr size_t kOneTokenAhead = 0;
+// One token asks for each group's lines 4 KiB ahead with prefetcht0. On a Zen
+// 4 EPYC L1 prefetches (1 and 2 KiB ahead) had held the layer to 29-48 GB/s
+// where without them it reached 42-58 (reads of 55-61; docs/cpu-kernels.md),
+// and stop 40 found 0.5-2 KiB no better than none on a Zen 5 EPYC; there,
+// further ahead wins (stop 41). One thread over a 1 GiB matrix, of a plain
+// read (Q4_K 2048 and 7168 columns, Q8_0 7168): none 0.90, 0.89, 0.92; 3 KiB
+// 0.93, 0.94, 0.93; 4 KiB 0.93, 0.94, 0.95; 6 KiB 0.90, 0.92, 0.90; 8 KiB
+// 0.88. The layer at batch 1, alternated by repetition in one process, two
+// threads at reads above 70 GB/s, none -> 4 KiB: DeepSeek-V3 Q4_K 0.877 ->
+// 0.913 and 0.918 -> 0.917, Q8_0 0.897 -> 0.927 and 0.920 -> 0.940;
+// Qwen3-30B-A3B Q4_K 0.823 -> 0.852 and 0.834 -> 0.878, Q8_0 0.885 -> 0.893
+// and 0.888 -> 0.915 (one thread: 0.887 -> 0.924, 0.895 -> 0.948, 0.865 ->
+// 0.872, 0.910 -> 0.914).
+constexpr size_t kOneTokenAhead = 4096;
 
 struct Q4KX4 {
   static constexpr int64_t kBlockElems = kQK_K;
-  // Prefetch distance for passes of n tokens; 0: none (one token, see
-  // kOneTokenAhead). Two and eight tokens lose 6-11% at 1 KiB and keep 2.
+  // Prefetch distance for passes of n tokens (one token: kOneTokenAhead).
+  // Two and eight tokens lose 6-11% at 1 KiB and keep 2.
   static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
