@@ -167,11 +167,11 @@ struct TileGroups {
 // line before) and the activations read in place (below), one thread over
 // a 1 GiB matrix (tasks of 288 rows, 8 tokens, weight bytes per second over
 // a plain read's): prefetcht2 4 KiB 0.81, 2 KiB 0.85, 3 KiB 0.87;
-// prefetcht0 2 KiB 0.87, 3 KiB 0.91 (9 tokens: 0.84, 0.89, 0.87 and 0.93),
-// 6 KiB 0.83; none 0.69-0.72. The layer at 256 tokens, two threads,
+// prefetcht0 2 KiB 0.87, 3 KiB 0.91, 6 KiB 0.83; none 0.69-0.72 (9 tokens:
+// prefetcht2 4 KiB 0.84, 3 KiB 0.89; prefetcht0 2 KiB 0.87, 3 KiB 0.93). The layer at 256 tokens, two threads,
 // alternated by repetition at reads above 70 GB/s: DeepSeek-V3 0.748-0.763
-// (stop 40's kernel) -> 0.810-0.824 with prefetcht0 3 KiB, 0.791 at 2.5 KiB,
-// 0.792 at 4 KiB, 0.806 with prefetcht1 3 KiB; Qwen3-30B-A3B 0.491-0.511 ->
+// (stop 40's kernel) -> 0.810-0.824 with prefetcht0 3 KiB, 0.791-0.821 at
+// 2.5 KiB, 0.792 at 4 KiB, 0.806 with prefetcht1 3 KiB; Qwen3-30B-A3B 0.491-0.511 ->
 // 0.536-0.552; at 32 tokens 0.807 -> 0.891.
 enum class TileAhead { kNone, kStream, kNextStep };
 constexpr size_t kStreamAhead = 3072;
@@ -303,9 +303,9 @@ void outer_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
 }
 
 // 10 to 14 tokens: two groups (halves of the range, as the thirds below) by
-// all the tokens in one pass (28 accumulators at 14), so every step reads
-// DRAM once and computes once, where 9 + 1 to 9 + 5 took a second pass over
-// the step from L2 with a few tokens. One thread over a 1 GiB matrix, of a
+// all the tokens in one pass (28 accumulators at 14) over the rows' whole
+// width, where 9 + 1 to 9 + 5 took a second pass over each step from L2
+// with a few tokens. One thread over a 1 GiB matrix, of a
 // plain read: 10 tokens 0.80 -> 0.82, 11 0.71 -> 0.80, 12 0.75 -> 0.78, 13
 // 0.71 -> 0.75, 14 0.62 -> 0.73; the layer at 256 tokens, one thread,
 // alternated by repetition: DeepSeek-V3 0.823 -> 0.835, Qwen3-30B-A3B
