@@ -163,16 +163,16 @@ struct TileGroups {
 // The first group's kind of prefetch moved with the machines: into L1 2 KiB
 // ahead until stop 33 (slower than none on a Zen 4 EPYC), prefetcht2 8 KiB
 // ahead until stop 39 and 4 KiB until stop 41, and prefetcht0 3 KiB ahead
-// since. On a Zen 5 EPYC with the hint a compile-time choice (a branch per
-// line before) and the activations read in place (below), one thread over
-// a 1 GiB matrix (tasks of 288 rows, 8 tokens, weight bytes per second over
-// a plain read's): prefetcht2 4 KiB 0.81, 2 KiB 0.85, 3 KiB 0.87;
-// prefetcht0 2 KiB 0.87, 3 KiB 0.91, 6 KiB 0.83; none 0.69-0.72 (9 tokens:
-// prefetcht2 4 KiB 0.84, 3 KiB 0.89; prefetcht0 2 KiB 0.87, 3 KiB 0.93). The layer at 256 tokens, two threads,
-// alternated by repetition at reads above 70 GB/s: DeepSeek-V3 0.748-0.763
-// (stop 40's kernel) -> 0.810-0.824 with prefetcht0 3 KiB, 0.791-0.821 at
-// 2.5 KiB, 0.792 at 4 KiB, 0.806 with prefetcht1 3 KiB; Qwen3-30B-A3B 0.491-0.511 ->
-// 0.536-0.552; at 32 tokens 0.807 -> 0.891.
+// since. On a Zen 5 EPYC with the hint a compile-time choice (a branch per line
+// before) and the activations read in place (below), one thread over a 1 GiB
+// matrix (tasks of 288 rows, 8 tokens, weight bytes per second over a plain
+// read's): prefetcht2 4 KiB 0.81, 2 KiB 0.85, 3 KiB 0.87; prefetcht0 2 KiB
+// 0.87, 3 KiB 0.91, 6 KiB 0.83; none 0.69-0.72 (9 tokens: prefetcht2 4 KiB
+// 0.84, 3 KiB 0.89; prefetcht0 2 KiB 0.87, 3 KiB 0.93). The layer at 256
+// tokens, two threads, alternated by repetition at reads above 70 GB/s:
+// DeepSeek-V3 0.748-0.763 (stop 40's kernel) -> 0.810-0.824 with prefetcht0 3
+// KiB, 0.791-0.821 at 2.5 KiB, 0.792 at 4 KiB, 0.806 with prefetcht1 3 KiB;
+// Qwen3-30B-A3B 0.491-0.511 -> 0.536-0.552; at 32 tokens 0.807 -> 0.891.
 enum class TileAhead { kNone, kStream, kNextStep };
 constexpr size_t kStreamAhead = 3072;
 // A step's bytes per group: where the next step starts.
@@ -302,15 +302,14 @@ void outer_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
   for (int64_t b = 0; b < nb; b += step) outer_step<G>(p, Step{r0, b, std::min(nb, b + step), gstep});
 }
 
-// 10 to 14 tokens: two groups (halves of the range, as the thirds below) by
-// all the tokens in one pass (28 accumulators at 14) over the rows' whole
-// width, where 9 + 1 to 9 + 5 took a second pass over each step from L2
-// with a few tokens. One thread over a 1 GiB matrix, of a
-// plain read: 10 tokens 0.80 -> 0.82, 11 0.71 -> 0.80, 12 0.75 -> 0.78, 13
-// 0.71 -> 0.75, 14 0.62 -> 0.73; the layer at 256 tokens, one thread,
-// alternated by repetition: DeepSeek-V3 0.823 -> 0.835, Qwen3-30B-A3B
-// 0.544 -> 0.559. With 15 or more, 9 + the rest stays: three groups share
-// each broadcast three ways.
+// 10 to 14 tokens: two groups (halves of the range, as the thirds below) by all
+// the tokens in one pass (28 accumulators at 14) over the rows' whole width,
+// where 9 + 1 to 9 + 5 took a second pass over each step from L2 with a few
+// tokens. One thread over a 1 GiB matrix, of a plain read: 10 tokens 0.80 ->
+// 0.82, 11 0.71 -> 0.80, 12 0.75 -> 0.78, 13 0.71 -> 0.75, 14 0.62 -> 0.73; the
+// layer at 256 tokens, one thread, alternated by repetition: DeepSeek-V3 0.823
+// -> 0.835, Qwen3-30B-A3B 0.544 -> 0.559. With 15 or more, 9 + the rest stays:
+// three groups share each broadcast three ways.
 constexpr int64_t kWideMaxTokens = 14;
 
 template <int G>
