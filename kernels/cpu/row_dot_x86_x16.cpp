@@ -6,10 +6,8 @@
 // bit for bit: there, lane k of a row's first accumulator adds pair k of
 // every 64 values and lane k of the second pair 16 + k; here those are lane r
 // of 32 accumulator vectors, one per pair position, and _mm512_reduce_add_ps's
-// tree becomes vertical adds of those vectors. A group at a time, 4096
-// columns at a time, in two passes (decode_group): pair positions 0-15,
-// then 16-31, so each pass's 16 sums stay in registers and the second pass
-// finds its weights in L2.
+// tree becomes vertical adds of those vectors. A group at a time, its
+// bytes in order (decode_group).
 //
 // Several tokens (prefill) take an outer product: 48 rows (three groups) by up
 // to 9 tokens in 27 accumulators, three weight loads and 9 broadcasts per 27
@@ -71,66 +69,35 @@ inline void store_vec_dot(float* y, __m512 c1, __m512 c2) {
   _mm256_storeu_ps(y + 8, _mm512_cvtpd_ps(hi));
 }
 
-// Pair position K (0-15) of a half run's 16 activation pairs (one vector),
-// broadcast from a register rather than loaded: every load takes a
-// load-queue slot that the weights' DRAM stream could use.
-template <int K>
-inline __m512bh pair_in(__m512i xa) {
-  const __m512i lane = _mm512_shuffle_i32x4(xa, xa, (K / 4) * 0x55);
-  return (__m512bh)_mm512_shuffle_epi32(lane, (_MM_PERM_ENUM)((K % 4) * 0x55));
+// One run of 64 columns of a group (2 KiB, 32 pair positions of 16 rows)
+// into the 32 sums, each pair broadcast from the activations in memory.
+template <int... K>
+inline void decode_run(const uint8_t* w, const uint8_t* a, __m512 (&s)[32], std::integer_sequence<int, K...>) {
+  ((s[K] = _mm512_dpbf16_ps(s[K], weights_at(w + 64 * K), pair_of(a, K))), ...);
 }
 
-// Half H of one run of 64 columns: its group block (16 pair positions of
-// 16 rows, 1 KiB) into the 16 sums of pair positions 16H..16H+15.
-template <int H, int... K>
-inline void decode_half_run(const uint8_t* w, const uint8_t* x, __m512 (&s)[16], std::integer_sequence<int, K...>) {
-  const __m512i xa = _mm512_loadu_si512(x + 64 * H);
-  ((s[K] = _mm512_dpbf16_ps(s[K], weights_at(w + 64 * K), pair_in<K>(xa))), ...);
-}
-
-// Half H of runs [run0, run1) of the group at w, its sums kept in registers.
-template <int H>
-void decode_half(const uint8_t* w, const uint8_t* a, int64_t run0, int64_t run1, __m512* sums) {
-  __m512 s[16];
-#pragma GCC unroll 16
-  for (int k = 0; k < 16; ++k) s[k] = sums[k];
-  for (int64_t run = run0; run < run1; ++run)
-    decode_half_run<H>(w + size_t(run) * 2 * kGroupBlock + size_t(H) * kGroupBlock, a + 128 * size_t(run), s,
-                       std::make_integer_sequence<int, 16>{});
-#pragma GCC unroll 16
-  for (int k = 0; k < 16; ++k) sums[k] = s[k];
-}
-
-// Runs per chunk of a group: 4096 columns, 128 KiB of weights, which the
-// second half's pass finds in L2 on any AVX-512 machine.
-constexpr int64_t kDecodeChunkRuns = 64;
-
-// One token, one group (16 rows from row0), chunk by chunk: pair positions
-// 0-15 over the chunk's runs (its even group blocks, read from DRAM), then
-// 16-31 (the odd ones, which the first pass's hardware prefetches brought
-// into L2). Each pass's 16 sums stay in registers; each sum still adds its
-// runs in order, so the floats are ggml's. Before, three groups from the
-// range's thirds went side by side through every pair position, their 96
-// sums in memory (a load and a store per vdpbf16ps): on an AMD EPYC that
-// reads 84 GB/s with two threads when its neighbours are quiet, that layer
-// (tandem-bench-moe, DeepSeek-V3, batch 1) reached 0.54-0.68 of the read,
-// and one thread over a 132 MB matrix 23-27 GB/s where a read gives 40-44.
-// Alternated by repetition in one process: this 0.955 of the read against
-// 0.851 (two threads, both expert shapes, reads below 55 GB/s) and 0.876
-// against 0.673 (reads above 70); software prefetches added nothing
-// (docs/cpu-kernels.md, stop 38).
+// One token, one group (16 rows from row0): run after run, all 32 pair
+// positions, so the group's bytes are read in order. The 32 sums and a
+// weight need 33 registers; the compiler keeps three sums on the stack (a
+// load and a store each per 2 KiB, in L1). Until stop 42, two passes per
+// 4096 columns kept 16 sums each in registers, pair positions 0-15 (the
+// even KiB of each run, from DRAM) then 16-31 (the odd ones, which the
+// first pass's hardware prefetches had brought into L2); that read pattern
+// alone, without arithmetic, gets 0.78-0.86 of a plain read (one thread, a
+// Zen 5 EPYC). Alternated by repetition in one process (tandem-bench-moe,
+// batch 1, reads below 55 GB/s): DeepSeek-V3 0.940 -> 0.993 of the read,
+// Qwen3-30B-A3B 0.908 -> 0.966; one thread 0.909 -> 0.952 and 0.874 ->
+// 0.927. A prefetcht0 1 or 3 KiB ahead on top lost 9% (docs/cpu-kernels.md,
+// stop 42). Each sum still adds its runs in order: ggml's floats.
 void decode_group(const RowDotParams& p, int64_t row0, const uint8_t* a) {
   const uint8_t* w = p.w + size_t(row0) * p.w_row_stride;
-  __m512 acc[32];
+  __m512 s[32];
 #pragma GCC unroll 32
-  for (int k = 0; k < 32; ++k) acc[k] = _mm512_setzero_ps();
+  for (int k = 0; k < 32; ++k) s[k] = _mm512_setzero_ps();
   const int64_t runs = p.cols / 64;
-  for (int64_t r0 = 0; r0 < runs; r0 += kDecodeChunkRuns) {
-    const int64_t r1 = std::min(runs, r0 + kDecodeChunkRuns);
-    decode_half<0>(w, a, r0, r1, acc);
-    decode_half<1>(w, a, r0, r1, acc + 16);
-  }
-  store_vec_dot(p.y + row0, reduce16_lanes(acc), reduce16_lanes(acc + 16));
+  for (int64_t run = 0; run < runs; ++run)
+    decode_run(w + size_t(run) * 2 * kGroupBlock, a + 128 * size_t(run), s, std::make_integer_sequence<int, 32>{});
+  store_vec_dot(p.y + row0, reduce16_lanes(s), reduce16_lanes(s + 16));
 }
 
 // One token over the range, a group at a time: one sequential stream.

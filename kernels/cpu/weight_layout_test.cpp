@@ -343,8 +343,9 @@ TEST(WeightLayout, Bf16X16RowDotsAgreeWithRowmajorAtEveryLevel) {
   const DType type = DType::kBF16;
   double worst = 0;
   // 1088 columns: a step of 1024 and one of 64 (15 tokens and more; fewer
-  // take the whole width in one step); 4224: one token's chunks of
-  // 4096 columns and 128 (decode_group), at two row counts only (its cost)
+  // take the whole width in one step); 4224: rows longer than the 4096
+  // columns one token took a chunk at a time until stop 42, at two row
+  // counts only (its cost)
   for (int64_t cols : {64, 320, 1088, 2048, 4224}) {
     for (int64_t rows : {16, 64, 80, 96, 112, 176}) {
       if (cols > 2048 && rows != 16 && rows != 80) continue;
