@@ -7,21 +7,10 @@
 #include <algorithm>
 
 #include "kernels/cpu/fp8_marks.h"
-#include "kernels/cpu/fp8_tables.h"
-#include "kernels/cpu/row_dot_x86_tile.h"
+#include "kernels/cpu/row_dot_x86_fp8_block.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 namespace {
-// fp8_s16's paired bytes (weight_layout.h) in column order: byte n of each
-// 64 is the paired 64's byte index[n].
-struct Fp8Unpair {
-  alignas(64) uint8_t index[64];
-  constexpr Fp8Unpair() : index() {
-    for (int b = 0; b < 64; ++b) index[fp8_s16_column(b)] = uint8_t(b);
-  }
-};
-constexpr Fp8Unpair kFp8Unpair{};
-
 // fp8_s16: the group of rows r0..r0+15 put back in rows at `rows` (16 x
 // cols bytes), and p's call for them as rows 0..15 of that buffer (one
 // scale row: 16 divides 128).
@@ -59,43 +48,6 @@ RowDotParams fp8_s16_group_as_rows(const RowDotParams& p, int64_t r0, uint8_t* r
 
 #if defined(__AVX512BF16__) && defined(__AVX512VBMI__) && defined(__GFNI__)
 namespace {
-
-// One scale block of one row through the tables (exact for every byte),
-// against activations already in the tables' order: the one-token loop's
-// way out for the blocks its bit maps cannot take. Kept out of line, so the
-// loop keeps its registers. Not fp8_span<1, 1>, whose lanes are the same: it
-// permutes the activations again per 64 columns (measured through it, the
-// loop ran 3-20% slower with hot weights whose subnormals send some blocks here).
-// Paired: w in fp8_s16's byte order, put back in column order first.
-[[gnu::noinline, gnu::cold]] __m512 fp8_block_by_tables(const uint8_t* w, const uint8_t* xp, bool paired) {
-  const Fp8Widener fp8;
-  __m512 acc = _mm512_setzero_ps();
-  for (int c = 0; c < int(kFp8ScaleBlock); c += 64) {
-    __m512i wa, wb, q = _mm512_loadu_si512(w + c);
-    if (paired) q = _mm512_permutexvar_epi8(_mm512_load_si512(kFp8Unpair.index), q);
-    fp8.widen(q, wa, wb);
-    acc = _mm512_dpbf16_ps(acc, (__m512bh)wa, (__m512bh)_mm512_load_si512(xp + 2 * c));
-    acc = _mm512_dpbf16_ps(acc, (__m512bh)wb, (__m512bh)_mm512_load_si512(xp + 2 * c + 64));
-  }
-  return acc;
-}
-
-// A row's block end for T tokens: the block's sums times its scale into
-// the running sums (2^8 times the value, as the bit maps give them), or,
-// where the block holds a byte the maps cannot take (`tables`), its sums
-// again through the tables at w (its 128 bytes) and the tokens'
-// activations from column c0 (kPaired: w in fp8_s16's byte order).
-template <int T, bool kPaired = false>
-[[gnu::always_inline]] inline void fp8_block_end(bool tables, const __m512 (&blk)[T], const uint8_t* w,
-                                                 const uint8_t* const* xp, int64_t c0, float scale, __m512 (&sum)[T]) {
-  for (int t = 0; t < T; ++t) {
-    if (__builtin_expect(tables, 0))
-      sum[t] = _mm512_fmadd_ps(fp8_block_by_tables(w, xp[t] + 2 * c0, kPaired), _mm512_set1_ps(scale * 0x1p8f),
-                               sum[t]);
-    else
-      sum[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(scale), sum[t]);
-  }
-}
 
 // How far ahead two tokens prefetch each row stream (prefetcht2; see the
 // loop below).
@@ -277,7 +229,8 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
 constexpr int kFp8PassTokens = 4;
 
 // One or two tokens: the rows in four far-apart streams (the range's
-// quarters), then the rest one by one.
+// quarters), then the rest one by one. (fp8_s16's one token reads its
+// groups in order, row_dot_x86_fp8_s16_one.cpp; rowmajor rows lost that way.)
 template <int T, bool kMarked>
 void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const* xp) {
   const int64_t n = p.row_end - p.row_begin, q = n / 4;
@@ -379,8 +332,9 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
     fp8_token_halves<kMarked>(p, xp);
 }
 
-// fp8_s16 (weight_layout.h), one or two tokens: the groups of the range's
-// quarters as four streams, R groups a pass; a pass walks its groups slice
+// fp8_s16 (weight_layout.h), two tokens (one: fp8_s16_one_token, which
+// reads the groups one by one): the groups of the range's quarters as four
+// streams, R groups a pass; a pass walks its groups slice
 // by slice and, in each slice, row by row, so each stream reads its bytes
 // in order while the activations in use stay one slice's 2 KiB. A row's
 // running sums wait in `run` between its slices (stored and loaded as they
@@ -392,7 +346,6 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
 // each 64: kFirst, the pass whose first group starts the matrix, masks that
 // byte off in the first block of its groups' first row slices (elsewhere
 // in the pass the byte before lies in the matrix).
-// byte off in its groups' loads.
 template <int R, int T, bool kFirst>
 void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const uint8_t* const* xp) {
   const Fp8PairWidener fp8;
@@ -433,10 +386,7 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
 #pragma GCC unroll 4
           for (int i = 0; i < R; ++i) {
             // as fp8_one_token_rows: the bytes ahead in this stream
-            if constexpr (T == 1)
-              _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8OneTokenAhead), _MM_HINT_T0);
-            else
-              _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8PairAhead), _MM_HINT_T2);
+            _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8PairAhead), _MM_HINT_T2);
             __m512i wa, wb;
             if (mask)
               fp8.widen<true>(w[i] + lc0 + c, wa, wb);
@@ -535,7 +485,7 @@ bool try_fp8_s16_loop(const RowDotParams& p) {
   if (p.n_tokens <= 2 && p.fp8_marks) {
     fp8_permute_tokens(p, buf, xp);
     if (p.n_tokens == 1)
-      fp8_s16_quarters<1>(p, xp);
+      fp8_s16_one_token(p, xp[0]);
     else
       fp8_s16_quarters<2>(p, xp);
     return true;
