@@ -85,10 +85,11 @@ inline void decode_run(const uint8_t* w, const uint8_t* a, __m512 (&s)[32], std:
 // first pass's hardware prefetches had brought into L2); that read pattern
 // alone, without arithmetic, gets 0.78-0.86 of a plain read (one thread, a
 // Zen 5 EPYC). Alternated by repetition in one process (tandem-bench-moe,
-// batch 1, reads below 55 GB/s): DeepSeek-V3 0.940 -> 0.993 of the read,
-// Qwen3-30B-A3B 0.908 -> 0.966; one thread 0.909 -> 0.952 and 0.874 ->
-// 0.927. A prefetcht0 1 or 3 KiB ahead on top lost 9% (docs/cpu-kernels.md,
-// stop 42). Each sum still adds its runs in order: ggml's floats.
+// batch 1, two threads): reads above 70 GB/s DeepSeek-V3 0.912 -> 0.962 of
+// the read, Qwen3-30B-A3B 0.861 -> 0.965; below 55 0.940 -> 0.993 and 0.908
+// -> 0.966; one thread 0.909 -> 0.952 and 0.874 -> 0.927. A prefetcht0 1 or
+// 3 KiB ahead on top lost 9% (docs/cpu-kernels.md, stop 42). Each sum still
+// adds its runs in order: ggml's floats.
 void decode_group(const RowDotParams& p, int64_t row0, const uint8_t* a) {
   const uint8_t* w = p.w + size_t(row0) * p.w_row_stride;
   __m512 s[32];
