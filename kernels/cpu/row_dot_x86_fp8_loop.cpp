@@ -53,7 +53,7 @@ namespace {
 // loop below).
 constexpr int64_t kFp8PairAhead = 8192;
 // How far ahead one token prefetches each stream into L1 (prefetcht0, a
-// line per 64 weights; see the loop below and fp8_s16_group_pass).
+// line per 64 weights; see the loop below).
 constexpr int64_t kFp8OneTokenAhead = 2048;
 
 // One token (or two, below), R rows (drive's quarters), whole scale blocks:
