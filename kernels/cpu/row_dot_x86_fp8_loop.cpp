@@ -334,13 +334,13 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
 
 // fp8_s16 (weight_layout.h), two tokens (one: fp8_s16_one_token, which
 // reads the groups one by one): the groups of the range's quarters as four
-// streams, R groups a pass; a pass walks its groups slice
-// by slice and, in each slice, row by row, so each stream reads its bytes
-// in order while the activations in use stay one slice's 2 KiB. A row's
-// running sums wait in `run` between its slices (stored and loaded as they
-// are), so every row sums its blocks in the rowmajor loop's order: the same
-// floats as fp8_one_token_rows. Marked weights only (the unmarked search
-// goes through fp8_s16_by_groups).
+// streams, R groups a pass; a pass walks its groups slice by slice and, in
+// each slice, row by row, so each stream reads its bytes in order while the
+// activations in use stay one slice's 2 KiB. A row's running sums wait in
+// `run` between its slices (stored and loaded as they are), so every row
+// sums its blocks in the rowmajor loop's order: the same floats as
+// fp8_one_token_rows. Marked weights only (the unmarked search goes through
+// fp8_s16_by_groups).
 //
 // The weights widen through Fp8PairWidener, which reads the byte before
 // each 64: kFirst, the pass whose first group starts the matrix, masks that
