@@ -81,7 +81,8 @@ template <int B, bool kMaskFirst = false>
 
 void fp8_s16_one_token(const RowDotParams& p, const uint8_t* xp) {
   static_assert(kFp8S16Cols % (kBlocksInFlight * kFp8ScaleBlock) == 0);
-  constexpr int64_t kSliceBlocks = kFp8S16Cols / kFp8ScaleBlock;  // 8: one byte of a row's marks
+  constexpr int64_t kSliceBlocks = kFp8S16Cols / kFp8ScaleBlock;
+  static_assert(kSliceBlocks == 8, "a slice's blocks are one byte of a row's marks (any_marked below)");
   const size_t marks_row = fp8_marks_row_bytes(p.cols);
   const size_t group_bytes = size_t(kFp8S16Rows) * size_t(p.cols);
   for (int64_t g = p.row_begin / kFp8S16Rows; g < p.row_end / kFp8S16Rows; ++g) {
