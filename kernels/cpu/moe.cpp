@@ -13,11 +13,12 @@ namespace tandem::kernels {
 namespace {
 
 constexpr size_t kAlign = 64;
-size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+constexpr size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // The layer's counters, one cache line each, then one per active expert
-// (its A tasks done). kRouted: the task list is written (thread 0).
-enum Counter : int64_t { kNextToken, kConverted, kRouted, kNextTask, kDoneB, kNextSum, kCounters };
+// (its A tasks done) and one per piece of the weighted sum (the B tasks
+// done that write its columns). kRouted: the task list is written.
+enum Counter : int64_t { kNextToken, kConverted, kRouted, kNextTask, kNextSum, kCounters };
 // Columns of the weighted sum per piece of work.
 constexpr int64_t kSumCols = 512;
 
@@ -28,8 +29,9 @@ struct Task {
 };
 
 // The down projections of the last kTailExperts experts go in the smallest
-// tasks: they are the layer's tail, which one thread would otherwise finish
-// alone while the other waits.
+// tasks (kTailTaskBytes, two at least each): they are the layer's tail,
+// which one thread would otherwise finish alone while the other waits. A
+// thread out of tasks meanwhile sums the columns whose down rows are done.
 constexpr int64_t kTailExperts = 2;
 
 // Expert e's down tasks follow expert e + kDownLag's gate/up tasks in the
@@ -50,7 +52,8 @@ struct Layout {
   int64_t pa, pb;         // activation rows per token (2: split bf16) of gate/up, of down
   int64_t chunk_a, chunk_b, tasks_a, tasks_b;
   int64_t tail_chunk_b;  // the down chunk of the smallest tasks (kTailExperts)
-  size_t xa, counts, slot_token, slot_of, a_rows, g, u, ha, yd, active, tasks, sync, total;
+  int64_t n_sums;        // pieces of kSumCols columns in the weighted sum
+  size_t xa, counts, slot_token, slot_of, a_rows, g, u, ha, yd, active, tasks, sum_need, sync, total;
 };
 
 // Weight bytes per task. The kernels split a task's rows into two to four
@@ -62,8 +65,19 @@ struct Layout {
 // (a batch-1 Qwen3 Q4_K layer is 21 MB: 1.3 MiB with two threads).
 constexpr double kMinTaskBytes = 1 << 20, kMaxTaskBytes = 4 << 20;
 constexpr double kTasksPerThread = 8;
+// The tail's pieces. Stop 43, alternated by repetition in one process with
+// the tail in 1 MiB chunks and every piece of the sum waiting for all down
+// tasks (two threads, batch 1): the time from the last task's end to the
+// layer's end 5.3-5.6 -> 1.8-3.1 us (Qwen3-30B-A3B), 17 -> 11-16 us
+// (DeepSeek-V3); the threads' last task ends apart by Qwen3 Q4_K 15.7 ->
+// 7.0 us, Q8_0 8.3 -> 6.9, BF16 12.8 -> 5.4, DeepSeek-V3 BF16 16.5 -> 2.8,
+// FP8 15.5 -> 5.5. Even halves of a 1 MiB chunk instead left Qwen3's FP8
+// and Q8_0 12.6-15.2 us apart (their old 1 MiB chunks ended in a smaller
+// piece).
+constexpr double kTailTaskBytes = 512 << 10;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+int64_t ceil_div(int64_t v, int64_t m) { return (v + m - 1) / m; }
 
 // Activation rows per token for weights of type t: 2 where bf16 ones are split.
 int64_t pieces(const MoeShape& s, DType t) {
@@ -105,6 +119,25 @@ void size_tasks(const MoeShape& s, double task_bytes, Layout& l) {
   l.tasks_b = (s.hidden + l.chunk_b - 1) / l.chunk_b;
 }
 
+// moe_forward keeps the layouts of its last calls at the workspace's start,
+// keyed by everything they depend on, so the layers of a decode step skip
+// the shape checks and the layout's arithmetic: cold code after a layer has
+// streamed its weights through the caches. Qwen3-30B-A3B at batch 1 (two
+// threads, alternated by repetition in one process): the first task starts
+// 1.4-1.5 us sooner, of 300 us (Q4_K) to 1 ms (BF16). Four entries: a
+// worker's layers may take two shapes (Q4_K_M files keep some downs in Q6_K).
+struct CachedLayout {
+  uint64_t magic;
+  MoeShape shape;
+  int64_t n_tokens, top_k;
+  size_t workspace_bytes;
+  Layout layout;
+};
+constexpr uint64_t kCachedLayoutMagic = 0x54414e44454d4c31ull;  // "TANDEML1"
+constexpr int kCachedLayouts = 4;
+// The entries, then the next one to replace.
+constexpr size_t kCacheBytes = align_up(sizeof(CachedLayout) * kCachedLayouts + sizeof(uint32_t));
+
 Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   Layout l{};
   const int64_t n_assign = max_tokens * top_k;
@@ -113,9 +146,14 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   l.ha_row = row_dot_activation_bytes(s.down_type, s.ffn);
   l.pa = pieces(s, s.gate_up_type);
   l.pb = pieces(s, s.down_type);
+  // The tail's down rows in equal pieces of about kTailTaskBytes, two at least.
+  size_tasks(s, kTailTaskBytes, l);
+  const int64_t b_step = std::lcm<int64_t>(4, task_rows(s.down_layout, s.down_type));
+  const int64_t tail_pieces = std::max<int64_t>(2, l.tasks_b);
+  l.tail_chunk_b = round_up(ceil_div(s.hidden, tail_pieces), b_step);
   size_tasks(s, kMinTaskBytes, l);  // the most tasks: room for any call's list
-  l.tail_chunk_b = l.chunk_b;
-  size_t at = 0;
+  l.n_sums = ceil_div(s.hidden, kSumCols);
+  size_t at = kCacheBytes;
   auto take = [&](size_t bytes) {
     const size_t here = at;
     at = align_up(at + bytes);
@@ -131,8 +169,9 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   l.ha = take(l.ha_row * size_t(n_assign * l.pb));
   l.yd = take(sizeof(float) * size_t(n_assign * l.pb * s.hidden));
   l.active = take(sizeof(int32_t) * 2 * size_t(max_active));  // expert id, first slot
-  l.tasks = take(sizeof(Task) * size_t(max_active * (l.tasks_a + l.tasks_b)));
-  l.sync = take(kAlign * size_t(kCounters + max_active));
+  l.tasks = take(sizeof(Task) * size_t(max_active * (l.tasks_a + l.tasks_b) + kTailExperts * tail_pieces));
+  l.sum_need = take(sizeof(int32_t) * size_t(l.n_sums));
+  l.sync = take(kAlign * size_t(kCounters + max_active + l.n_sums));
   l.total = at;
   return l;
 }
@@ -160,7 +199,7 @@ struct Job {
   uint8_t* ws;
   int pool_size;
   // Written by route() on thread 0 before kRouted; read by all after it.
-  int64_t n_active = 0, n_tasks = 0, n_tasks_b = 0;
+  int64_t n_active = 0, n_tasks = 0;
 
   template <class T>
   T* at(size_t off) const { return reinterpret_cast<T*>(ws + off); }
@@ -168,6 +207,7 @@ struct Job {
     return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(ws + l->sync + kAlign * size_t(i)));
   }
   std::atomic_ref<int64_t> done_a(int64_t e) const { return counter(kCounters + e); }
+  std::atomic_ref<int64_t> sum_ready(int64_t c) const { return counter(kCounters + n_active + c); }
 
   static void wait_until(std::atomic_ref<int64_t> c, int64_t want) {
     while (c.load(std::memory_order_acquire) < want) {
@@ -304,23 +344,27 @@ struct Job {
                ly);
     // Task order (kDownLag 2): A(0) A(1) A(2) B(0) A(3) B(1) ... B(n-2) B(n-1).
     auto* tasks = reinterpret_cast<Task*>(ws + ly.tasks);
+    auto* sum_need = reinterpret_cast<int32_t*>(ws + ly.sum_need);
+    std::fill(sum_need, sum_need + ly.n_sums, 0);
     n_tasks = 0;
-    n_tasks_b = 0;
     auto add_a = [&](int64_t e) {
       for (int64_t f0 = 0; f0 < sh.ffn; f0 += ly.chunk_a)
         tasks[n_tasks++] = {int32_t(e), 0, int32_t(f0), int32_t(std::min(sh.ffn, f0 + ly.chunk_a))};
     };
     auto add_b = [&](int64_t e) {
       const int64_t chunk = e >= n_active - kTailExperts ? ly.tail_chunk_b : ly.chunk_b;
-      for (int64_t h0 = 0; h0 < sh.hidden; h0 += chunk, ++n_tasks_b)
-        tasks[n_tasks++] = {int32_t(e), 1, int32_t(h0), int32_t(std::min(sh.hidden, h0 + chunk))};
+      for (int64_t h0 = 0; h0 < sh.hidden; h0 += chunk) {
+        const int64_t h1 = std::min(sh.hidden, h0 + chunk);
+        tasks[n_tasks++] = {int32_t(e), 1, int32_t(h0), int32_t(h1)};
+        for (int64_t c = h0 / kSumCols; c * kSumCols < h1; ++c) ++sum_need[c];
+      }
     };
     for (int64_t e = 0; e < n_active; ++e) {
       add_a(e);
       if (e >= kDownLag) add_b(e - kDownLag);
     }
     for (int64_t e = std::max<int64_t>(0, n_active - kDownLag); e < n_active; ++e) add_b(e);
-    std::memset(ws + ly.sync + kAlign * kCounters, 0, kAlign * size_t(n_active));
+    std::memset(ws + ly.sync + kAlign * kCounters, 0, kAlign * size_t(n_active + ly.n_sums));
     counter(kRouted).store(1, std::memory_order_release);
   }
 
@@ -349,16 +393,20 @@ struct Job {
         done_a(t.expert).fetch_add(1, std::memory_order_acq_rel);
       } else {
         task_b(t.expert, t.row_begin, t.row_end);
-        counter(kDoneB).fetch_add(1, std::memory_order_acq_rel);
+        for (int64_t c = t.row_begin / kSumCols; c * kSumCols < t.row_end; ++c)
+          sum_ready(c).fetch_add(1, std::memory_order_acq_rel);
       }
     }
-    wait_until(counter(kDoneB), n_tasks_b);
-    // 3. the weighted sum, kSumCols columns of every token at a time
-    const int64_t H = s->hidden, n_chunks = (H + kSumCols - 1) / kSumCols;
+    // 3. the weighted sum, kSumCols columns of every token at a time, each
+    // piece once the down tasks that write its columns are done (a thread
+    // out of tasks sums the pieces the others' last tasks do not touch)
+    const int64_t H = s->hidden;
     const int32_t* slot_of = at<int32_t>(l->slot_of);
+    const int32_t* sum_need = at<int32_t>(l->sum_need);
     const float* yd = at<float>(l->yd);
-    for (int64_t c = counter(kNextSum).fetch_add(1, std::memory_order_relaxed); c < n_chunks;
+    for (int64_t c = counter(kNextSum).fetch_add(1, std::memory_order_relaxed); c < l->n_sums;
          c = counter(kNextSum).fetch_add(1, std::memory_order_relaxed)) {
+      wait_until(sum_ready(c), sum_need[c]);
       const int64_t c0 = c * kSumCols, c1 = std::min(H, c0 + kSumCols);
       for (int64_t t = 0; t < b->n_tokens; ++t) {
         float* y = b->y + size_t(t) * b->y_row_stride;
@@ -409,19 +457,47 @@ size_t moe_workspace_bytes(const MoeShape& s, int64_t max_tokens, int top_k) {
   return layout(s, max_tokens, top_k).total;
 }
 
+namespace {
+
+// The call's layout: from the workspace's cache, or checked, computed and
+// cached there.
+Layout call_layout(const MoeShape& s, const MoeBatch& b, uint8_t* ws, size_t workspace_bytes) {
+  CachedLayout c;
+  if (workspace_bytes >= kCacheBytes)
+    for (int i = 0; i < kCachedLayouts; ++i) {
+      std::memcpy(&c, ws + sizeof(CachedLayout) * size_t(i), sizeof c);
+      if (c.magic == kCachedLayoutMagic && c.n_tokens == b.n_tokens && c.top_k == b.top_k &&
+          c.workspace_bytes == workspace_bytes && c.shape == s)
+        return c.layout;
+    }
+  moe_check_shape(s);
+  c = {kCachedLayoutMagic, s, b.n_tokens, b.top_k, workspace_bytes, layout(s, b.n_tokens, b.top_k)};
+  if (workspace_bytes < c.layout.total)
+    fail(ErrorKind::kInternal, "moe layer: workspace of {} bytes, {} needed", workspace_bytes,
+         c.layout.total);
+  uint32_t next;
+  std::memcpy(&next, ws + sizeof(CachedLayout) * kCachedLayouts, sizeof next);
+  next %= kCachedLayouts;
+  std::memcpy(ws + sizeof(CachedLayout) * next, &c, sizeof c);
+  next = (next + 1) % kCachedLayouts;
+  std::memcpy(ws + sizeof(CachedLayout) * kCachedLayouts, &next, sizeof next);
+  return c.layout;
+}
+
+}  // namespace
+
 void moe_forward(const MoeKernels& k, ThreadPool& pool, const MoeShape& s,
                  const MoeExpert* experts, const MoeBatch& b, void* workspace,
                  size_t workspace_bytes) {
-  moe_check_shape(s);
-  if (b.n_tokens == 0) return;
+  if (b.n_tokens == 0) {
+    moe_check_shape(s);
+    return;
+  }
   if (!k.gate_up || !k.down || !experts || !b.x || !b.expert_ids || !b.expert_weights || !b.y ||
-      b.top_k <= 0)
-    fail(ErrorKind::kInternal, "moe layer: missing kernels, experts or batch pointers");
-  Layout l = layout(s, b.n_tokens, b.top_k);
-  if (workspace_bytes < l.total || !workspace)
-    fail(ErrorKind::kInternal, "moe layer: workspace of {} bytes, {} needed", workspace_bytes,
-         l.total);
+      b.top_k <= 0 || !workspace)
+    fail(ErrorKind::kInternal, "moe layer: missing kernels, experts, batch pointers or workspace");
   auto* ws = static_cast<uint8_t*>(workspace);
+  Layout l = call_layout(s, b, ws, workspace_bytes);
   warm_workspace(l, s.n_experts, ws);
   const int64_t n_assign = b.n_tokens * b.top_k;
   for (int64_t i = 0; i < n_assign; ++i) {

@@ -17,11 +17,13 @@
 //     conversion of that chunk into the down projection's activation format)
 //     and B(e) a chunk of its down rows; a B task waits only for its own
 //     expert's A tasks (a per-expert counter), never for a global barrier;
-//  3. once every B task is done, pieces of the output columns are summed
-//     over the tokens' experts in routing order (deterministic whatever the
-//     thread timing).
+//  3. pieces of the output columns are summed over the tokens' experts in
+//     routing order (deterministic whatever the thread timing), each once
+//     the B tasks that write its columns are done, so a thread out of tasks
+//     sums while the others finish theirs.
 // The caller provides the workspace (moe_workspace_bytes) and the thread
-// pool; nothing is allocated per call.
+// pool; nothing is allocated per call. The workspace also keeps the layouts
+// of the last few calls' shapes and batch sizes, which the next calls reuse.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +55,8 @@ struct MoeShape {
   // Twice the multiplies on the same weight bytes; for Hugging Face models,
   // whose reference computes in f32. No effect on other weight types.
   bool split_bf16_activations = false;
+
+  bool operator==(const MoeShape&) const = default;
 };
 
 // One expert's slice. FP8 weights carry their 128x128 block scales, laid out

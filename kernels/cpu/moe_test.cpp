@@ -95,6 +95,35 @@ TEST(MoeLayer, ThreadsJoiningLateOrNotAtAllGiveTheSameFloats) {
   }
 }
 
+// moe_forward keeps the layouts of its last four shapes and batch sizes in
+// the workspace: one workspace taking two layers' shapes at three batch
+// sizes in turn (six keys, so entries are replaced) gives each call the
+// sequential layer, and a call that says the workspace is smaller than its
+// layout needs is refused although that layout is cached.
+TEST(MoeLayer, OneWorkspaceServesShapesAndBatchSizesInTurn) {
+  const Layer layers[2] = {make_layer(DType::kQ4_K, DType::kQ6_K, 256, 512, 6, 71),
+                           make_layer(DType::kQ8_0, DType::kQ8_0, 512, 256, 5, 72)};
+  const int64_t batches[3] = {1, 5, 2};
+  size_t bytes = 0;
+  for (const Layer& L : layers) bytes = std::max(bytes, moe_workspace_bytes(L.shape, 5, 3));
+  std::vector<uint8_t> ws(bytes);
+  ThreadPool pool = ThreadPool::create({2, {}, false, 50});
+  for (int round = 0; round < 3; ++round)
+    for (int64_t n : batches)
+      for (int i = 0; i < 2; ++i) {
+        const Layer& L = layers[i];
+        const Routing r = make_routing(n, 3, L.shape.hidden, L.shape.n_experts, uint32_t(73 + 10 * n + i));
+        const MoeKernels k = moe_kernels(CpuIsa::kGeneric, L.shape);
+        std::vector<float> y(size_t(n * L.shape.hidden), NAN);
+        const MoeBatch b{n, 3, r.x.data(), size_t(L.shape.hidden), r.ids.data(), r.weights.data(), y.data(),
+                         size_t(L.shape.hidden)};
+        moe_forward(k, pool, L.shape, L.experts.data(), b, ws.data(), ws.size());
+        ASSERT_EQ(y, sequential_generic(L, r)) << "round " << round << ", " << n << " tokens, layer " << i;
+        const size_t need = moe_workspace_bytes(L.shape, n, 3);
+        EXPECT_THROW(moe_forward(k, pool, L.shape, L.experts.data(), b, ws.data(), need - 1), Error);
+      }
+}
+
 TEST(MoeLayer, EveryLevelMatchesTheExactLayer) {
   const CpuFeatures f = detect_cpu_features();
   for (const TypePair& tp : kPairs) {
