@@ -99,6 +99,10 @@ double expert_bytes(const MoeShape& s) {
          double(*bytes_for(s.down_type, uint64_t(s.ffn))) * double(s.hidden);
 }
 
+// Down rows a B task takes a multiple of: whole tiles (pairs of x4 groups,
+// triples of bf16_x16 groups, FP8's 16-row amx tiles).
+int64_t down_step(const MoeShape& s) { return std::lcm<int64_t>(4, task_rows(s.down_layout, s.down_type)); }
+
 // Chunks of about task_bytes of weights.
 void size_tasks(const MoeShape& s, double task_bytes, Layout& l) {
   // A chunks are whole blocks of the down type and of its activation format,
@@ -110,7 +114,7 @@ void size_tasks(const MoeShape& s, double task_bytes, Layout& l) {
   // Tasks take whole tiles (pairs of x4 groups, triples of bf16_x16 groups,
   // FP8's 16-row amx tiles).
   const int64_t a_step = std::lcm<int64_t>(block, task_rows(s.gate_up_layout, s.gate_up_type));
-  const int64_t b_step = std::lcm<int64_t>(4, task_rows(s.down_layout, s.down_type));
+  const int64_t b_step = down_step(s);
   l.chunk_a = round_up(std::max<int64_t>(16, int64_t(task_bytes / (2 * gu_row))), a_step);
   l.chunk_a = std::min(l.chunk_a, round_up(s.ffn, a_step));
   l.chunk_b = round_up(std::max<int64_t>(16, int64_t(task_bytes / d_row)), b_step);
@@ -148,9 +152,8 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
   l.pb = pieces(s, s.down_type);
   // The tail's down rows in equal pieces of about kTailTaskBytes, two at least.
   size_tasks(s, kTailTaskBytes, l);
-  const int64_t b_step = std::lcm<int64_t>(4, task_rows(s.down_layout, s.down_type));
   const int64_t tail_pieces = std::max<int64_t>(2, l.tasks_b);
-  l.tail_chunk_b = round_up(ceil_div(s.hidden, tail_pieces), b_step);
+  l.tail_chunk_b = round_up(ceil_div(s.hidden, tail_pieces), down_step(s));
   size_tasks(s, kMinTaskBytes, l);  // the most tasks: room for any call's list
   l.n_sums = ceil_div(s.hidden, kSumCols);
   size_t at = kCacheBytes;
