@@ -346,8 +346,9 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
 // each 64: kFirst, the pass whose first group starts the matrix, masks that
 // byte off in the first block of its groups' first row slices (elsewhere
 // in the pass the byte before lies in the matrix).
-template <int R, int T, bool kFirst>
+template <int R, bool kFirst>
 void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const uint8_t* const* xp) {
+  constexpr int T = 2;
   const Fp8PairWidener fp8;
   const size_t marks_row = fp8_marks_row_bytes(p.cols);
   const size_t group_bytes = size_t(kFp8S16Rows) * size_t(p.cols);
@@ -418,22 +419,21 @@ void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const
         p.y[size_t(t) * p.y_row_stride + size_t(groups[i] * kFp8S16Rows + k)] = vsum(run[i][k][t]) * 0x1p-8f;
 }
 
-template <int T>
-void fp8_s16_quarters(const RowDotParams& p, const uint8_t* const* xp) {
+void fp8_s16_two_tokens(const RowDotParams& p, const uint8_t* const* xp) {
   const int64_t g0 = p.row_begin / kFp8S16Rows, n = (p.row_end - p.row_begin) / kFp8S16Rows, q = n / 4;
   for (int64_t j = 0; j < q; ++j) {
     const int64_t groups[4] = {g0 + j, g0 + q + j, g0 + 2 * q + j, g0 + 3 * q + j};
     if (groups[0] == 0)
-      fp8_s16_group_pass<4, T, true>(p, groups, xp);
+      fp8_s16_group_pass<4, true>(p, groups, xp);
     else
-      fp8_s16_group_pass<4, T, false>(p, groups, xp);
+      fp8_s16_group_pass<4, false>(p, groups, xp);
   }
   for (int64_t g = g0 + 4 * q; g < g0 + n; ++g) {
     const int64_t groups[1] = {g};
     if (g == 0)
-      fp8_s16_group_pass<1, T, true>(p, groups, xp);
+      fp8_s16_group_pass<1, true>(p, groups, xp);
     else
-      fp8_s16_group_pass<1, T, false>(p, groups, xp);
+      fp8_s16_group_pass<1, false>(p, groups, xp);
   }
 }
 
@@ -487,7 +487,7 @@ bool try_fp8_s16_loop(const RowDotParams& p) {
     if (p.n_tokens == 1)
       fp8_s16_one_token(p, xp[0]);
     else
-      fp8_s16_quarters<2>(p, xp);
+      fp8_s16_two_tokens(p, xp);
     return true;
   }
   // Otherwise try_fp8_loop's chunks of tokens, each permuted once: marked,
