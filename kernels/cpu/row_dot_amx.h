@@ -57,5 +57,5 @@ inline constexpr int64_t kMinTokensQ8 = 4;
 void q8_0_rows(const RowDotParams& p);
 }  // namespace tandem::kernels::amx
 namespace tandem::kernels::avx512bf16 {
-void q8_0_x4_block_rows(const RowDotParams& p);  // row_dot_x86_x4.cpp
+void q8_0_x4_block_rows(const RowDotParams& p);  // row_dot_x86_q8_0_x4.cpp
 }  // namespace tandem::kernels::avx512bf16

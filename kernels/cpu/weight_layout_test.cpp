@@ -208,7 +208,7 @@ void expect_outputs(const std::vector<float>& y, const std::vector<float>& ref, 
 // Every level over the x4 layouts against the generic level over rowmajor:
 // bit for bit, but for Q8_0 at the amx level, whose tiles (4 or more tokens,
 // rows in 16s) and x4 kernel add each block's exact integer dot with one
-// fma where ggml adds 8 lanes' (row_dot_amx_q8.cpp, row_dot_x86_x4.cpp):
+// fma where ggml adds 8 lanes' (row_dot_amx_q8.cpp, row_dot_x86_q8_0_x4.cpp):
 // within 2 * (blocks + 2) * 2^-24 * sum|w*x|. Q8_0 also takes 292 rows (a
 // chunk of 16 tiles, one more tile and rows left over), 96 and 2336 columns
 // (3 and 73 blocks: one step and a half pair, two steps) and 16, 17 and 20

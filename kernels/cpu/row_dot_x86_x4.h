@@ -1,0 +1,153 @@
+// The x4 layouts' (weight_layout.h) shared pieces, internal to
+// row_dot_x86_x4.cpp (Q4_K in q4_k_x4) and row_dot_x86_q8_0_x4.cpp (Q8_0 in
+// q8_0_x4), as row_dot_x86_tile.h: the VNNI dot, the prefetch distance and
+// the driver that walks a call's rows as far-apart streams of groups
+// through a kernel's tile<G, T>.
+#pragma once
+
+#include "kernels/cpu/row_dot_x86_tile.h"
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+#if defined(__AVX512F__)
+namespace {
+
+// Four u8 x s8 products summed into each int32 lane: vpdpbusd, or without
+// VNNI vpmaddubsw + vpmaddwd.
+#if defined(__AVX512VNNI__)
+constexpr bool kVnni = true;
+inline __m512i dot4(__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); }
+#else
+constexpr bool kVnni = false;
+inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+}
+#endif
+
+// The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
+// starting at row row0[g]) x T tokens. For one or two tokens, x4_rows sets
+// two groups side by side, from the two halves of the row range (far-apart
+// streams). On a Zen 4 EPYC four streams (the quarters) had kept DRAM busier
+// than two (Q8_0, DeepSeek-V3 batch 1: 81-88% of the read against 77-84%);
+// on a Zen 5 EPYC, where one core's misses in flight bound a quiet read, the
+// halves won, alternated by repetition in one process (stop 40): one thread,
+// Q4_K 0.845-0.851 -> 0.917-0.919 of the read (DeepSeek-V3) and 0.841-0.847
+// -> 0.881 (Qwen3-30B-A3B), Q8_0 0.869 -> 0.905 and 0.883 -> 0.918; two
+// threads at reads above 70 GB/s Q4_K 0.880 -> 0.938 and 0.833 -> 0.865,
+// Q8_0 0.906 -> 0.939 and 0.892 -> 0.911; below 55 within -3% to +5%.
+// A synthetic one-thread read with four vdpbf16ps per line did the same
+// there: 41-42 GB/s from two streams, 40 from four, 34 from eight.
+// One token asks for each group's lines 4 KiB ahead with prefetcht0. On a Zen
+// 4 EPYC L1 prefetches (1 and 2 KiB ahead) had held the layer to 29-48 GB/s
+// where without them it reached 42-58 (reads of 55-61; docs/cpu-kernels.md),
+// and stop 40 found 0.5-2 KiB no better than none on a Zen 5 EPYC; there,
+// further ahead wins (stop 41). One thread over a 1 GiB matrix, of a plain
+// read (Q4_K 2048 and 7168 columns, Q8_0 7168): none 0.90, 0.89, 0.92; 3 KiB
+// 0.93, 0.94, 0.93; 4 KiB 0.93, 0.94, 0.95; 6 KiB 0.90, 0.92, 0.90; 8 KiB
+// 0.88. The layer at batch 1, alternated by repetition in one process, two
+// threads at reads above 70 GB/s, none -> 4 KiB: DeepSeek-V3 Q4_K 0.877 ->
+// 0.913 and 0.918 -> 0.917, Q8_0 0.897 -> 0.927 and 0.920 -> 0.940;
+// Qwen3-30B-A3B Q4_K 0.823 -> 0.852 and 0.834 -> 0.878, Q8_0 0.885 -> 0.893
+// and 0.888 -> 0.915 (one thread: 0.887 -> 0.924, 0.895 -> 0.948, 0.865 ->
+// 0.872, 0.910 -> 0.914).
+constexpr size_t kOneTokenAhead = 4096;
+
+// Where a group's prefetches go: `ahead` bytes on in its stream and, past
+// the stream's end, on into the caller's next rows for that stream
+// (RowDotParams::then_rows: the up projection after the gate one), so the
+// next call does not start cold. One thread over 1 GiB in 768-row calls
+// (Q4_K, 2048 columns) taken in a scattered order, of a plain read: 0.890
+// and 0.895 -> 0.906 and 0.913 (in order, where the prefetches run on into
+// the next call's rows anyway: 0.914 -> 0.917). The layer at batch 1
+// (Qwen3-30B-A3B, two threads, alternated by repetition, reads 30-60 GB/s):
+// the tasks' span 2.1 us (Q4_K) and 6.6 us (Q8_0) shorter.
+template <int G>
+struct StreamsAhead {
+  uintptr_t end[G];  // the stream's end; UINTPTR_MAX: no next rows
+  uintptr_t jump[G];  // next rows - end (mod 2^64)
+  static StreamsAhead none() {
+    StreamsAhead a;
+    for (int g = 0; g < G; ++g) a.end[g] = UINTPTR_MAX, a.jump[g] = 0;
+    return a;
+  }
+  const uint8_t* at(const uint8_t* p, int g) const {
+    const uintptr_t a = uintptr_t(p);
+    return reinterpret_cast<const uint8_t*>(a >= end[g] ? a + jump[g] : a);
+  }
+};
+
+template <class K, int G, int T>
+void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t, const StreamsAhead<G>& ah) {
+  const uint8_t* grp[G];
+  const uint8_t* act[T];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) grp[g] = p.w + size_t(row0[g]) * p.w_row_stride;
+#pragma GCC unroll 4
+  for (int j = 0; j < T; ++j) act[j] = activation_row(p, t + j);
+  K::template tile<G, T>(grp, act, p.cols / K::kBlockElems, p.y + size_t(t) * p.y_row_stride, p.y_row_stride,
+                         row0, ah);
+}
+
+// Groups side by side against all tokens: two for one or two tokens
+// (far-apart streams, and enough sums in flight), else one group and up to
+// four tokens at a time.
+template <class K, int G>
+void x4_groups(const RowDotParams& p, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+  int64_t t = 0;
+  if constexpr (G == 2) {
+    for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<K, 2, 2>(p, row0, t, ah);
+    if (t < p.n_tokens) x4_tokens<K, 2, 1>(p, row0, t, ah);
+  } else {
+    for (; t + 4 <= p.n_tokens; t += 4) x4_tokens<K, 1, 4>(p, row0, t, ah);
+    switch (p.n_tokens - t) {
+      case 3: x4_tokens<K, 1, 3>(p, row0, t, ah); break;
+      case 2: x4_tokens<K, 1, 2>(p, row0, t, ah); break;
+      case 1: x4_tokens<K, 1, 1>(p, row0, t, ah); break;
+      default: break;
+    }
+  }
+}
+
+// G groups at a time, one from each of G equal parts of the range (far-apart
+// streams, as the rowmajor tiles read four quarters), each part's start
+// prefetched first; the groups left over go one at a time.
+template <class K, int G>
+void x4_streams(const RowDotParams& p, int64_t groups) {
+  const int64_t q = groups / G;
+  for (int k = 0; k < G && q > 0; ++k)
+    for (size_t o = 0; o < K::ahead(p.n_tokens); o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p.w + size_t(p.row_begin + k * q * kX4Rows) * p.w_row_stride + o),
+                   _MM_HINT_T0);
+  // Each part's prefetches run on into the same part of the caller's next
+  // rows, when the parts are the whole range.
+  StreamsAhead<G> ah = StreamsAhead<G>::none();
+  if (p.then_rows && G * q == groups)
+    for (int k = 0; k < G; ++k) {
+      const size_t at = size_t(k * q * kX4Rows) * p.w_row_stride, len = size_t(q * kX4Rows) * p.w_row_stride;
+      ah.end[k] = uintptr_t(p.w + size_t(p.row_begin) * p.w_row_stride + at + len);
+      ah.jump[k] = uintptr_t(p.then_rows + at) - ah.end[k];
+    }
+  for (int64_t j = 0; j < q; ++j) {
+    int64_t row0[G];
+#pragma GCC unroll 4
+    for (int k = 0; k < G; ++k) row0[k] = p.row_begin + (k * q + j) * kX4Rows;
+    x4_groups<K, G>(p, row0, ah);
+  }
+  for (int64_t j = G * q; j < groups; ++j) {
+    const int64_t row0[1] = {p.row_begin + j * kX4Rows};
+    x4_groups<K, 1>(p, row0, StreamsAhead<1>::none());
+  }
+}
+
+// Two streams for one or two tokens, one for more.
+template <class K>
+void x4_rows(const RowDotParams& p) {
+  const int64_t groups = (p.row_end - p.row_begin) / kX4Rows;
+  if (p.n_tokens <= 2)
+    x4_streams<K, 2>(p, groups);
+  else
+    x4_streams<K, 1>(p, groups);
+}
+
+}  // namespace
+#endif
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
