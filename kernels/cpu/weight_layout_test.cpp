@@ -239,7 +239,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
         std::vector<uint8_t> a(ab * size_t(tokens)), ap(a.size());
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, ap.data(), ab,
-                                    CpuIsa::kAvx512Bf16, layout);
+                                    best_isa(detect_cpu_features()), layout);
         std::vector<float> xd(size_t(tokens * cols));
         const DType act = row_dot_activation_type(type);
         for (int64_t t = 0; t < tokens; ++t)
@@ -295,8 +295,8 @@ TEST(WeightLayout, Q8_0X4TokensGetTheSameFloatsInAnyBatch) {
     const int64_t most = 20;
     const std::vector<float> x = random_x(most * cols, rng);
     std::vector<uint8_t> a(ab * size_t(most));
-    convert_row_dot_activations(type, x.data(), size_t(cols), most, cols, a.data(), ab, CpuIsa::kAvx512Bf16,
-                                WeightLayout::kQ8_0X4);
+    convert_row_dot_activations(type, x.data(), size_t(cols), most, cols, a.data(), ab,
+                                best_isa(detect_cpu_features()), WeightLayout::kQ8_0X4);
     for (int level = 0; level < kCpuIsaCount; ++level) {
       const CpuIsa isa = CpuIsa(level);
       if (!supports(detect_cpu_features(), isa)) continue;
