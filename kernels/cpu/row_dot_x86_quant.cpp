@@ -438,8 +438,13 @@ void q4_k_rows(const RowDotParams& p) {
     q4_k_x4_rows(p);
   else if (p.gemm_order)
     drive<Q4KGemmOrderTile>(p);
+#if defined(__AVX512F__)
   else
     drive<Q4KTile>(p);
+#else
+  else
+    q4_k_gemv256_rows(p);
+#endif
 }
 template <int R, int T>
 struct Q5KTile {
