@@ -470,7 +470,9 @@ struct Fp8Tile {
       for (int j = 0; j < T; ++j) out[i][j] = vsum(sum[i][j]);
   }
 };
-void fp8_tiles(const RowDotParams& p) { drive<Fp8Tile>(p); }
+void fp8_tiles(const RowDotParams& p) {
+  if (!try_fp8_wide(p)) drive<Fp8Tile>(p);
+}
 void fp8_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kFp8S16)
     fp8_s16_by_groups(p, fp8_tiles);

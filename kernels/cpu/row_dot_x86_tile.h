@@ -44,6 +44,10 @@ bool try_fp8_loop(const RowDotParams& p);
 // reference way for any call, each group of 16 rows back to rowmajor (on the
 // stack, 256 KiB) through `rowmajor`.
 bool try_fp8_s16_loop(const RowDotParams& p);
+// FP8 rowmajor rows below avx512bf16 with the activations widened once per
+// call, row_dot_x86_fp8_wide.cpp: false (nothing done) where they would not
+// fit its buffer.
+bool try_fp8_wide(const RowDotParams& p);
 void fp8_s16_by_groups(const RowDotParams& p, RowDotFn rowmajor);
 
 namespace {

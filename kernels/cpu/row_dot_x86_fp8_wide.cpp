@@ -1,0 +1,192 @@
+// FP8 E4M3 rowmajor rows at the levels without AVX512_BF16 (avx2, avx512):
+// the same lanes, order and floats as row_dot_x86_float.cpp's Fp8Tile, in
+// about a third of its instructions:
+// - a weight byte widens to f32 with three integer instructions: sign-
+//   extended to 32 bits, shifted left 20 and masked, its sign lands on the
+//   f32 sign and its 7 magnitude bits on the exponent's low 4 bits and the
+//   mantissa's top 3, which is the FP8 value times 2^-120 exactly (zero and
+//   the subnormals included: FP8 subnormals become f32 subnormals). Fp8Tile
+//   widens through fp16 with ten.
+// - the activations widen from bf16 to f32 once per call (on the stack),
+//   times 2^112 where every |x| < 2^16, so that the products are Fp8Tile's
+//   (w * 2^-120 * x * 2^112 = w * 2^-8 * x, exact in the fma). Calls with a
+//   larger |x| multiply each widened weight by 2^112 instead (exact too).
+// - FP8's NaN bytes (0x7F, 0xFF) would widen to a finite 1.875: a scale
+//   block whose marks (fp8_marks.h) are clear has none; a marked block, or
+//   any without marks, is searched, and one that holds a NaN byte sets those
+//   lanes' bits to a NaN.
+// Subnormal f32 inputs must not be flushed: nothing here sets MXCSR's DAZ.
+#include "kernels/cpu/fp8_marks.h"
+#include "kernels/cpu/row_dot_x86_tile.h"
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+#if !defined(__AVX512BF16__)
+namespace {
+
+constexpr float kTwo112 = 0x1p112f;
+constexpr int kSignExpMant = int(0x87F00000u);  // the bits a widened byte keeps
+
+#if defined(__AVX512F__)
+using VI = __m512i;
+inline VI widen_fp8_bits(const uint8_t* p) {
+  const VI b = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm512_and_si512(_mm512_slli_epi32(b, 20), _mm512_set1_epi32(kSignExpMant));
+}
+inline VI nan_where_fp8_nan(VI bits) {  // magnitude 0x7F widened: 0x07F00000
+  const __mmask16 m = _mm512_cmpeq_epi32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FF00000)),
+                                              _mm512_set1_epi32(0x07F00000));
+  return _mm512_mask_blend_epi32(m, bits, _mm512_set1_epi32(-1));
+}
+inline VF as_float(VI v) { return _mm512_castsi512_ps(v); }
+inline VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+#else
+using VI = __m256i;
+inline VI widen_fp8_bits(const uint8_t* p) {
+  const VI b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_and_si256(_mm256_slli_epi32(b, 20), _mm256_set1_epi32(kSignExpMant));
+}
+inline VI nan_where_fp8_nan(VI bits) {
+  const VI m =
+      _mm256_cmpeq_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7FF00000)), _mm256_set1_epi32(0x07F00000));
+  return _mm256_or_si256(bits, m);
+}
+inline VF as_float(VI v) { return _mm256_castsi256_ps(v); }
+inline VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+#endif
+
+// kLanes weights from p as f32, times 2^-120 (kScaledX) or 2^-8.
+template <bool kScaledX, bool kNaN>
+inline VF widen_fp8(const uint8_t* p) {
+  VI bits = widen_fp8_bits(p);
+  if constexpr (kNaN) bits = nan_where_fp8_nan(bits);
+  return kScaledX ? as_float(bits) : vmul(as_float(bits), vset1(kTwo112));
+}
+
+// Whether n bytes at p hold an FP8 NaN.
+inline bool has_fp8_nan(const uint8_t* p, int64_t n) {
+  int64_t c = 0;
+  __m256i any = _mm256_setzero_si256();
+  const __m256i mag = _mm256_set1_epi8(0x7F);
+  for (; c + 32 <= n; c += 32)
+    any = _mm256_or_si256(any, _mm256_cmpeq_epi8(_mm256_and_si256(load256(p + c), mag), mag));
+  bool found = !_mm256_testz_si256(any, any);
+  for (; c < n; ++c) found |= (p[c] & 0x7F) == 0x7F;
+  return found;
+}
+
+// Fp8Tile's span with f32 activations (4 bytes a value).
+template <bool kScaledX, bool kNaN, int R, int T>
+void wide_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1, VF (&acc)[R][T],
+               const Ahead& ah) {
+  int64_t c = c0;
+  for (; c + kLanes <= c1; c += kLanes) {
+    VF wv[R];
+    if ((c & 63) == 0)
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) ah.at(w[i], size_t(c));
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) wv[i] = widen_fp8<kScaledX, kNaN>(w[i] + c);
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) {
+      const VF av = load_f32(a[j] + 4 * c);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) acc[i][j] = vfma(wv[i], av, acc[i][j]);
+    }
+  }
+  if (c < c1) {  // zeros past the end, as Fp8Tile
+    const size_t n = size_t(c1 - c);
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      Tail tw;
+      const VF wv = widen_fp8<kScaledX, kNaN>(tw.from(w[i] + c, n));
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) {
+        Tail ta;
+        acc[i][j] = vfma(wv, load_f32(ta.from(a[j] + 4 * c, 4 * n)), acc[i][j]);
+      }
+    }
+  }
+}
+
+template <bool kScaledX, int R, int T>
+struct Fp8WideTile {
+  static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    VF sum[R][T];
+    #pragma GCC unroll 8
+    for (auto& row : sum)
+      #pragma GCC unroll 8
+      for (auto& v : row) v = vzero();
+    const size_t marks_row = fp8_marks_row_bytes(p.cols);
+    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
+      VF blk[R][T];
+      #pragma GCC unroll 8
+      for (auto& row : blk)
+        #pragma GCC unroll 8
+        for (auto& v : row) v = vzero();
+      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
+      bool nan = false;
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i)
+        if (!p.fp8_marks || fp8_block_marked(p.fp8_marks + size_t(rows[i]) * marks_row, c0 / kFp8ScaleBlock))
+          nan |= has_fp8_nan(w[i] + c0, c1 - c0);
+      if (nan)
+        wide_span<kScaledX, true, R, T>(w, a, c0, c1, blk, ah);
+      else
+        wide_span<kScaledX, false, R, T>(w, a, c0, c1, blk, ah);
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        // 256 undoes the 2^-8 of the products (exact)
+        const VF s = vset1(256.0f * p.scales[size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride +
+                                              size_t(c0 / kFp8ScaleBlock)]);
+        #pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) sum[i][j] = vfma(blk[i][j], s, sum[i][j]);
+      }
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) out[i][j] = vsum(sum[i][j]);
+  }
+};
+template <int R, int T> using Fp8ScaledXTile = Fp8WideTile<true, R, T>;
+template <int R, int T> using Fp8PlainXTile = Fp8WideTile<false, R, T>;
+
+// The f32 activations of one call: 128 KiB, 4 tokens of DeepSeek-V3's 7168
+// columns, 16 of its 2048.
+constexpr int64_t kWideFloats = 32768;
+
+}  // namespace
+
+bool try_fp8_wide(const RowDotParams& p) {
+  if (p.cols * p.n_tokens > kWideFloats) return false;
+  alignas(64) float x[kWideFloats];
+  // Scale the activations by 2^112 unless some |x| >= 2^16 (bf16 0x4780), inf and NaN included.
+  uint16_t most = 0;
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    const uint8_t* src = activation_row(p, t);
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const uint16_t b = load_unaligned<uint16_t>(src + 2 * c) & 0x7FFF;
+      most = b > most ? b : most;
+    }
+  }
+  const bool scaled = most < 0x4780;
+  const float k = scaled ? kTwo112 : 1.0f;
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    const uint8_t* src = activation_row(p, t);
+    float* dst = x + t * p.cols;
+    for (int64_t c = 0; c < p.cols; ++c) dst[c] = bf16_to_f32(load_unaligned<uint16_t>(src + 2 * c)) * k;
+  }
+  RowDotParams q = p;
+  q.a = reinterpret_cast<const uint8_t*>(x);
+  q.a_row_bytes = size_t(p.cols) * sizeof(float);
+  q.a_rows = nullptr;
+  if (scaled)
+    drive<Fp8ScaledXTile>(q);
+  else
+    drive<Fp8PlainXTile>(q);
+  return true;
+}
+#endif
+
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
