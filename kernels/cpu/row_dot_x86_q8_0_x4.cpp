@@ -8,6 +8,7 @@ namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 namespace {
 
 struct Q8_0X4 {
+  static constexpr bool kTwoStreams = true;
   static constexpr int64_t kBlockElems = kQK8_0;
   static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
   template <int G, int T>

@@ -13,7 +13,7 @@
 // tile needs vpmaddubsw + vpdpwssd and four scale shuffles per row instead;
 // this one reads the same bytes at about twice the rate, row_dot_test).
 // Without VNNI, vpmaddubsw + vpmaddwd stand in for vpdpbusd. The avx2
-// level has no kernel for this layout and takes the generic one.
+// level's kernel is row_dot_x86_q4_k_x4_256.cpp.
 #include "kernels/cpu/row_dot_x86_x4.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
@@ -71,6 +71,7 @@ struct Meta {
 };
 
 struct Q4KX4 {
+  static constexpr bool kTwoStreams = true;
   static constexpr int64_t kBlockElems = kQK_K;
   // Prefetch distance for passes of n tokens (one token: kOneTokenAhead).
   // Two and eight tokens lose 6-11% at 1 KiB and keep 2.
@@ -245,10 +246,6 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
 }  // namespace
 
 void q4_k_x4_rows(const RowDotParams& p) { x4_rows<Q4KX4>(p); }
-
-#else
-// No 512-bit kernels at this level: the reference takes the layout.
-void q4_k_x4_rows(const RowDotParams& p) { generic::find(DType::kQ4_K)(p); }
 #endif
 
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

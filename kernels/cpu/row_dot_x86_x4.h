@@ -8,8 +8,9 @@
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
-#if defined(__AVX512F__)
 namespace {
+
+#if defined(__AVX512F__)
 
 // Four u8 x s8 products summed into each int32 lane: vpdpbusd, or without
 // VNNI vpmaddubsw + vpmaddwd.
@@ -21,6 +22,7 @@ constexpr bool kVnni = false;
 inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
   return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
 }
+#endif
 #endif
 
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
@@ -138,16 +140,16 @@ void x4_streams(const RowDotParams& p, int64_t groups) {
   }
 }
 
-// Two streams for one or two tokens, one for more.
+// Two streams for one or two tokens (where the kernel takes them:
+// K::kTwoStreams), one for more.
 template <class K>
 void x4_rows(const RowDotParams& p) {
   const int64_t groups = (p.row_end - p.row_begin) / kX4Rows;
-  if (p.n_tokens <= 2)
-    x4_streams<K, 2>(p, groups);
-  else
-    x4_streams<K, 1>(p, groups);
+  if constexpr (K::kTwoStreams) {
+    if (p.n_tokens <= 2) return x4_streams<K, 2>(p, groups);
+  }
+  x4_streams<K, 1>(p, groups);
 }
 
 }  // namespace
-#endif
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

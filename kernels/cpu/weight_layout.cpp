@@ -96,7 +96,11 @@ WeightLayout repacked_layout(DType type) {
 
 WeightLayout expert_layout(DType type, CpuIsa isa) {
   const WeightLayout l = repacked_layout(type);
-  const CpuIsa needs = l == WeightLayout::kBf16X16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
+  // The level whose kernels read the layout faster than rowmajor rows (below it the
+  // reference would de-interleave every group).
+  const CpuIsa needs = l == WeightLayout::kBf16X16 ? CpuIsa::kAvx512Bf16
+                       : l == WeightLayout::kQ4KX4 ? CpuIsa::kAvx2
+                                                   : CpuIsa::kAvx512;
   return isa >= needs ? l : WeightLayout::kRowMajor;
 }
 

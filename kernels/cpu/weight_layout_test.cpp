@@ -83,7 +83,10 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_FALSE(layout_fits(WeightLayout::kBf16X16, DType::kF16, 16, 128));
   // Each level gets the layouts it has kernels for.
   EXPECT_EQ(expert_layout(DType::kQ4_K, CpuIsa::kAvx512), WeightLayout::kQ4KX4);
-  EXPECT_EQ(expert_layout(DType::kQ4_K, CpuIsa::kAvx2), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kQ4_K, CpuIsa::kAvx2), WeightLayout::kQ4KX4);
+  EXPECT_EQ(expert_layout(DType::kQ4_K, CpuIsa::kGeneric), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kQ8_0, CpuIsa::kAvx2), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kQ8_0, CpuIsa::kAvx512), WeightLayout::kQ8_0X4);
   EXPECT_EQ(expert_layout(DType::kBF16, CpuIsa::kAvx512), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_layout(DType::kBF16, CpuIsa::kAvx512Bf16), WeightLayout::kBf16X16);
   EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kAvx512Bf16), WeightLayout::kRowMajor);

@@ -1,0 +1,166 @@
+// The q4_k_x4 layout (weight_layout.h) at the 256-bit level (avx2), through
+// the x4 driver (row_dot_x86_x4.h): llama.cpp's GEMV order, bit for bit, as
+// the 512-bit kernel (row_dot_x86_x4.cpp) and the rowmajor tiles.
+//
+// One 32-byte load at step s holds two rows' 4 bytes of each 64-value chunk
+// (one 128-bit lane per row). vpmaddubsw of their low and high nibbles
+// against the step's permuted activations gives int16 pairs per (row,
+// chunk); they add up in int16 over the super-block's 8 steps (at most 16
+// products of 15 * 128: 30720 < 2^15), and one vpmaddwd by the sub-block
+// scales (as int16 pairs) per super-block makes the exact int32 sums. The
+// rowmajor avx2 tile (row_dot_x86_q4_k_256.cpp) needs a vpmaddwd and a scale
+// shuffle per 32 values instead, and unpacks ggml's scale bytes per row.
+// The meta's 6-bit fields come out of each row's two 64-bit words with one
+// vpshufb (the field's two bytes into an int16), a vpmullw by 2^(8 - its bit
+// offset in the low byte) and a shift: AVX2 has no per-word variable shift.
+#include "kernels/cpu/row_dot_x86_x4.h"
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+#if !defined(__AVX512F__)
+namespace {
+
+// A 6-bit field of a row's meta: int16 lane l of its vector takes the
+// meta bytes (at, at + 1) of its 128-bit lane's row and keeps 6 bits from
+// bit `shift` (0, 2, 4 or 6) on.
+struct Field {
+  int8_t at;
+  int8_t shift;
+};
+// Word h of a row's meta: sc[4h + i] at bit 6i, m[4h + i] at 24 + 6i, d or
+// dmin at 48. Per chunk c (an int32 lane, as two int16), the even sub-block
+// 2c's scale and the odd one's; the 8 mins in order.
+constexpr Field kFields[3][8] = {
+    {{0, 0}, {0, 0}, {1, 4}, {1, 4}, {8, 0}, {8, 0}, {9, 4}, {9, 4}},          // even scales
+    {{0, 6}, {0, 6}, {2, 2}, {2, 2}, {8, 6}, {8, 6}, {10, 2}, {10, 2}},        // odd scales
+    {{3, 0}, {3, 6}, {4, 4}, {5, 2}, {11, 0}, {11, 6}, {12, 4}, {13, 2}}};     // mins
+struct FieldTables {
+  alignas(32) int8_t at[3][32];   // vpshufb indices
+  alignas(32) int16_t mul[3][16];  // 2^(8 - shift)
+};
+constexpr FieldTables field_tables() {
+  FieldTables t{};
+  for (int f = 0; f < 3; ++f)
+    for (int l = 0; l < 8; ++l) {
+      const Field x = kFields[f][l];
+      t.at[f][2 * l] = t.at[f][16 + 2 * l] = x.at;
+      t.at[f][2 * l + 1] = t.at[f][16 + 2 * l + 1] = int8_t(x.at + 1);
+      t.mul[f][l] = t.mul[f][8 + l] = int16_t(1 << (8 - x.shift));
+    }
+  return t;
+}
+alignas(32) constexpr FieldTables kFieldTables = field_tables();
+enum FieldKind { kEvenScales, kOddScales, kMins };
+
+// Field f of a pair of rows' meta (one row per 128-bit lane).
+inline __m256i meta_field(__m256i meta, FieldKind f) {
+  const __m256i at = _mm256_load_si256(reinterpret_cast<const __m256i*>(kFieldTables.at[f]));
+  const __m256i mul = _mm256_load_si256(reinterpret_cast<const __m256i*>(kFieldTables.mul[f]));
+  return _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(meta, at), mul), 8),
+                          _mm256_set1_epi16(0x3F));
+}
+
+// d and dmin (bytes 6, 7 and 14, 15 of a row's meta) of rows 0..3 as 8
+// floats [d0, d2, dmin0, dmin2, d1, d3, dmin1, dmin3], from the meta of rows
+// 0, 1 and of rows 2, 3.
+inline __m256 meta_d_dmin(__m256i m01, __m256i m23) {
+  const __m256i first = _mm256_broadcastsi128_si256(_mm_setr_epi8(6, 7, -1, -1, 14, 15, -1, -1, -1, -1, -1, -1, -1,
+                                                                  -1, -1, -1));
+  const __m256i second = _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, -1, 6, 7, -1, -1, 14, 15, -1, -1, -1, -1,
+                                                                   -1, -1, -1, -1));
+  const __m256i dd = _mm256_or_si256(_mm256_shuffle_epi8(m01, first), _mm256_shuffle_epi8(m23, second));
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(dd, 0x08)));
+}
+
+inline __m256i broadcast16(const uint8_t* p) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+struct Q4KX4Avx2 {
+  // One group at a time for every token count: with two side by side
+  // (x4_rows's two streams for one or two tokens) their sums spill from the
+  // 16 registers. One thread on a Zen 3, alternated: 19.2-19.5 -> 21.3-22.4
+  // GB/s from L2, 12.2-12.6 -> 13.3-15.7 from DRAM.
+  static constexpr bool kTwoStreams = false;
+  static constexpr int64_t kBlockElems = kQK_K;
+  static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
+  template <int G, int T>
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                   size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
+};
+
+template <int G, int T>
+void Q4KX4Avx2::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                     size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+  constexpr size_t kAhead = ahead(T);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  // Per group and token, lanes as `sums` below.
+  __m256 acc[G][T];
+#pragma GCC unroll 4
+  for (auto& row : acc)
+#pragma GCC unroll 4
+    for (auto& v : row) v = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t woff = size_t(b) * kQ4KX4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* blk = grp[g] + woff;
+      const uint8_t* pf = ah.at(blk + kAhead, g);
+      _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+      // rows 0, 1 and rows 2, 3: their meta, scales (int16 pairs per chunk) and mins
+      const __m256i m01 = load256(blk), m23 = load256(blk + 32);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hi[2] = {lo[0], lo[0]};
+        const uint8_t* x = act[t] + aoff + offsetof(BlockQ8_K, qs);
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; ++s) {
+          if (t == 0) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 + 64 * s), _MM_HINT_T0);
+          const __m256i x_lo = broadcast16(x + 32 * s), x_hi = broadcast16(x + 32 * s + 16);
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i w = load256(blk + 64 + 64 * s + 32 * h);
+            lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(_mm256_and_si256(w, low4), x_lo));
+            const __m256i w_hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+            hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(w_hi, x_hi));
+          }
+        }
+        const __m256i bs = load256(act[t] + aoff + offsetof(BlockQ8_K, bsums));
+        const __m256i pairs =
+            _mm256_broadcastsi128_si256(_mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+        __m256i isum[2], imin[2];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i mh = h ? m23 : m01;
+          isum[h] = _mm256_add_epi32(_mm256_madd_epi16(lo[h], meta_field(mh, kEvenScales)),
+                                     _mm256_madd_epi16(hi[h], meta_field(mh, kOddScales)));
+          imin[h] = _mm256_madd_epi16(meta_field(mh, kMins), pairs);
+        }
+        // [sum r0, sum r2, min r0, min r2 | sum r1, sum r3, min r1, min r3]
+        const __m256i sums =
+            _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]), _mm256_hadd_epi32(imin[0], imin[1]));
+        const __m256 dd = meta_d_dmin(m01, m23);
+        const float dx = load_unaligned<float>(act[t] + aoff);
+        acc[g][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dd, _mm256_set1_ps(dx)), acc[g][t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      alignas(32) float r[8];
+      _mm256_store_ps(r, acc[g][t]);
+      float* yt = y + size_t(t) * y_row_stride + size_t(row0[g]);
+      yt[0] = r[0] - r[2];
+      yt[1] = r[4] - r[6];
+      yt[2] = r[1] - r[3];
+      yt[3] = r[5] - r[7];
+    }
+}
+
+}  // namespace
+
+void q4_k_x4_rows(const RowDotParams& p) { x4_rows<Q4KX4Avx2>(p); }
+#endif
+
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
