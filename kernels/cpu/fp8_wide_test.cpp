@@ -2,9 +2,11 @@
 // whose activations fit the widening buffer give Fp8Tile's floats bit for
 // bit, which the larger calls still take. Zeros, subnormals and NaN bytes,
 // marked and unmarked, ragged columns and rows, and activations of 2^16
-// and more (no 2^112 on the activations) included.
+// and more (no 2^112 on the activations) included, gathered tokens and a row
+// range too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -17,12 +19,20 @@
 #include "kernels/cpu/row_dot.h"
 #include "kernels/cpu/row_dot_test_params.h"
 
+// The levels' widening path itself (row_dot_x86_fp8_wide.cpp): false where
+// a call does not fit its buffer.
+namespace tandem::kernels::avx2 {
+bool try_fp8_wide(const RowDotParams& p);
+}
+namespace tandem::kernels::avx512 {
+bool try_fp8_wide(const RowDotParams& p);
+}
+
 namespace tandem::kernels {
 namespace {
 
+using testing::reversed_rows;
 using testing::rowmajor_params;
-
-constexpr int64_t kWideFloats = 32768;  // row_dot_x86_fp8_wide.cpp's buffer
 
 bool same_float(float a, float b) { return std::isnan(a) ? std::isnan(b) : std::memcmp(&a, &b, 4) == 0; }
 
@@ -33,6 +43,7 @@ TEST(RowDot, Fp8WideCallsGiveTheTilesFloats) {
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     if (!supports(detect_cpu_features(), isa)) continue;
     ++checked_levels;
+    bool (*const wide)(const RowDotParams&) = isa == CpuIsa::kAvx2 ? avx2::try_fp8_wide : avx512::try_fp8_wide;
     for (int64_t cols : {96, 300, 2048, 7168}) {
       const int64_t rows = 133;
       std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -47,42 +58,67 @@ TEST(RowDot, Fp8WideCallsGiveTheTilesFloats) {
       std::vector<float> scales(size_t((rows + 127) / 128 * blocks));
       std::uniform_real_distribution<float> ud(0.001f, 0.1f);
       for (auto& v : scales) v = ud(rng);
-      // enough tokens that the call does not fit the buffer: Fp8Tile's floats
-      const int64_t many = kWideFloats / cols + 1;
       const size_t ab = row_dot_activation_bytes(type, cols);
-      for (bool large_x : {false, true}) {
-        std::vector<float> x = testing::random_x(many * cols, rng);
-        if (large_x) x[size_t(cols / 2)] = 70000.0f;  // token 0
-        std::vector<uint8_t> a(ab * size_t(many));
-        convert_row_dot_activations(type, x.data(), size_t(cols), many, cols, a.data(), ab, isa);
-        auto run = [&](int64_t tokens, bool with_marks) {
+      // |x| just under 2^16 (scaled by 2^112) and at 2^16 (not: it would overflow)
+      for (float large : {0.0f, 65280.0f, 65536.0f}) {
+        const int64_t most = 5;
+        std::vector<float> x = testing::random_x(most * cols, rng);
+        if (large != 0.0f) x[size_t(cols / 2)] = large;  // token 0
+        std::vector<uint8_t> a(ab * size_t(most));
+        convert_row_dot_activations(type, x.data(), size_t(cols), most, cols, a.data(), ab, isa);
+        auto params = [&](int64_t tokens, std::vector<float>& y) {
           RowDotParams p = rowmajor_params(type, w.data(), size_t(cols), rows, cols, a.data(), ab, tokens, 0, rows);
           p.scales = scales.data();
           p.scale_row_stride = size_t(blocks);
-          p.fp8_marks = with_marks ? marks.data() : nullptr;
-          std::vector<float> y(p.y_row_stride * size_t(tokens), -7.0f);
+          y.assign(p.y_row_stride * size_t(tokens), -7.0f);
           p.y = y.data();
-          row_dot_check(p);
-          row_dot_for(isa, type)(p);
-          return y;
+          return p;
         };
-        const std::vector<float> tiles = run(many, false);
-        const size_t stride = size_t(rows + 1);
-        for (bool with_marks : {false, true}) {
-          for (int64_t tokens : {1, 2, 3, 5}) {
-            if (tokens * cols > kWideFloats) continue;
-            SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(cols) + " columns, " +
-                         std::to_string(tokens) + " tokens" + (with_marks ? ", marked" : "") +
-                         (large_x ? ", |x| >= 2^16" : ""));
-            const std::vector<float> y = run(tokens, with_marks);
-            for (int64_t t = 0; t < tokens; ++t)
-              for (int64_t r = 0; r < rows; ++r) {
-                const float got = y[size_t(t) * stride + size_t(r)], want = tiles[size_t(t) * stride + size_t(r)];
-                ASSERT_TRUE(same_float(got, want)) << "token " << t << " row " << r << ": " << got << " vs " << want;
-                ASSERT_EQ(std::isnan(want), r % 11 == 0) << "token " << t << " row " << r;
-              }
-          }
+        // Fp8Tile's floats: token by token through a call too large for the buffer
+        // (the rows repeated, the token's row gathered each time)
+        std::vector<float> tiles(size_t(rows + 1) * most);
+        for (int64_t t = 0; t < most; ++t) {
+          const int64_t big = 32768 / cols + 1;
+          std::vector<const uint8_t*> same(size_t(big), a.data() + size_t(t) * ab);
+          std::vector<float> y;
+          RowDotParams p = params(big, y);
+          p.a_rows = same.data();
+          ASSERT_FALSE(wide(p)) << "a call of " << big << " tokens took the widening buffer";
+          row_dot_for(isa, type)(p);
+          std::copy(y.begin(), y.begin() + (rows + 1), tiles.begin() + t * (rows + 1));
         }
+        for (bool with_marks : {false, true})
+          for (bool gather : {false, true})
+            for (int64_t tokens : {1, 2, 3, 5}) {
+              if (tokens * cols > 32768) continue;
+              SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(cols) + " columns, " +
+                           std::to_string(tokens) + " tokens" + (with_marks ? ", marked" : "") +
+                           (gather ? ", gathered, rows 1.." + std::to_string(rows - 1) : "") +
+                           ", |x| " + std::to_string(large));
+              std::vector<float> y;
+              RowDotParams p = params(tokens, y);
+              p.fp8_marks = with_marks ? marks.data() : nullptr;
+              const std::vector<const uint8_t*> reversed = reversed_rows(a, ab, tokens);
+              if (gather) {
+                p.a_rows = reversed.data();
+                p.row_begin = 1;
+                p.row_end = rows - 1;
+              }
+              row_dot_check(p);
+              ASSERT_TRUE(wide(p));
+              for (int64_t t = 0; t < tokens; ++t)
+                for (int64_t r = 0; r < rows + 1; ++r) {
+                  const int64_t src = gather ? tokens - 1 - t : t;
+                  const float got = y[size_t(t * (rows + 1) + r)];
+                  if (r < p.row_begin || r >= p.row_end) {
+                    ASSERT_EQ(got, -7.0f) << "wrote row " << r;
+                    continue;
+                  }
+                  const float want = tiles[size_t(src * (rows + 1) + r)];
+                  ASSERT_TRUE(same_float(got, want)) << "token " << t << " row " << r << ": " << got << " vs " << want;
+                  ASSERT_EQ(std::isnan(want), r % 11 == 0) << "token " << t << " row " << r;
+                }
+            }
       }
     }
   }

@@ -11,11 +11,12 @@
 //   times 2^112 where every |x| < 2^16, so that the products are Fp8Tile's
 //   (w * 2^-120 * x * 2^112 = w * 2^-8 * x, exact in the fma). Calls with a
 //   larger |x| multiply each widened weight by 2^112 instead (exact too).
-// - FP8's NaN bytes (0x7F, 0xFF) would widen to a finite 1.875: a scale
-//   block whose marks (fp8_marks.h) are clear has none; a marked block, or
-//   any without marks, is searched, and one that holds a NaN byte sets those
-//   lanes' bits to a NaN.
-// Subnormal f32 inputs must not be flushed: nothing here sets MXCSR's DAZ.
+// - FP8's NaN bytes (0x7F, 0xFF) would widen to a finite 480 * 2^-120: a
+//   scale block whose marks (fp8_marks.h) are clear has none; a marked
+//   block, or any without marks, is searched, and one that holds a NaN byte
+//   sets those lanes' bits to a NaN (NaN results stay NaN, their bits aside).
+// Subnormal f32 inputs must not be flushed: with MXCSR's DAZ set (by a host
+// process's library) the calls go to Fp8Tile.
 #include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/row_dot_x86_tile.h"
 
@@ -39,6 +40,7 @@ inline VI nan_where_fp8_nan(VI bits) {  // magnitude 0x7F widened: 0x07F00000
 }
 inline VF as_float(VI v) { return _mm512_castsi512_ps(v); }
 inline VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+inline void store_f32(float* p, VF v) { _mm512_storeu_ps(p, v); }
 #else
 using VI = __m256i;
 inline VI widen_fp8_bits(const uint8_t* p) {
@@ -52,6 +54,7 @@ inline VI nan_where_fp8_nan(VI bits) {
 }
 inline VF as_float(VI v) { return _mm256_castsi256_ps(v); }
 inline VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+inline void store_f32(float* p, VF v) { _mm256_storeu_ps(p, v); }
 #endif
 
 // kLanes weights from p as f32, times 2^-120 (kScaledX) or 2^-8.
@@ -159,7 +162,8 @@ constexpr int64_t kWideFloats = 32768;
 }  // namespace
 
 bool try_fp8_wide(const RowDotParams& p) {
-  if (p.cols * p.n_tokens > kWideFloats) return false;
+  // Under DAZ widened subnormal weights would read as zero (Fp8Tile's vcvtph2ps ignores it).
+  if (p.cols * p.n_tokens > kWideFloats || (_mm_getcsr() & 0x40) != 0) return false;
   alignas(64) float x[kWideFloats];
   // Scale the activations by 2^112 unless some |x| >= 2^16 (bf16 0x4780), inf and NaN included.
   uint16_t most = 0;
@@ -171,11 +175,18 @@ bool try_fp8_wide(const RowDotParams& p) {
     }
   }
   const bool scaled = most < 0x4780;
-  const float k = scaled ? kTwo112 : 1.0f;
+  const VF k = vset1(scaled ? kTwo112 : 1.0f);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const uint8_t* src = activation_row(p, t);
     float* dst = x + t * p.cols;
-    for (int64_t c = 0; c < p.cols; ++c) dst[c] = bf16_to_f32(load_unaligned<uint16_t>(src + 2 * c)) * k;
+    int64_t c = 0;
+    for (; c + kLanes <= p.cols; c += kLanes) store_f32(dst + c, vmul(load_bf16(src + 2 * c), k));
+    if (c < p.cols) {  // the tail through a zeroed buffer, as the spans' tails
+      Tail tail;
+      alignas(64) float rest[kLanes];
+      store_f32(rest, vmul(load_bf16(tail.from(src + 2 * c, size_t(2 * (p.cols - c)))), k));
+      for (int64_t i = 0; c + i < p.cols; ++i) dst[c + i] = rest[i];
+    }
   }
   RowDotParams q = p;
   q.a = reinterpret_cast<const uint8_t*>(x);

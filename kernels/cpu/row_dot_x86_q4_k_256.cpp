@@ -5,15 +5,17 @@
 // - the 6-bit scales and mins unpack with four 32-bit masks and shifts
 //   (llama.cpp's), not one branchy byte at a time;
 // - a sub-block's products meet its scale in vpmaddwd, which also pairs the
-//   vpmaddubsw sums (u4 * s8 pairs reach 3810, times a scale of at most 63
+//   vpmaddubsw sums (u4 * s8 pairs reach 3840, times a scale of at most 63
 //   twice: far inside int32), instead of a vpmaddwd by ones and a vpmulld;
-// - the four rows' integer sums reduce together (three vphaddd), and their
+// - the four rows' integer sums reduce together (three vphaddd for the
+//   scales' sums, three for the mins'), and their
 //   fmas run as the lanes of one vector: lane 2i row i's scales' sum, lane
 //   2i + 1 its mins'. Each lane does the scalar fma of the GEMV, so the
 //   floats are k45_tile's, bit for bit (RowDot.KQuantsSumInLlamaCppsX86Order
 //   AtEveryLevel).
-// Without AVX-512 this is the Q4_K decode kernel (no q4_k_x4 layout there):
-// 3.6 GB/s a thread with k45_tile on a Zen 3, below a core's share of DRAM.
+// Below AVX-512 routed experts are stored as q4_k_x4 (row_dot_x86_q4_k_x4_256.cpp,
+// faster still); this takes Q4_K kept rowmajor (attention, dense layers, the
+// bench's --rowmajor). On a Zen 3: 3.6 GB/s a thread with k45_tile, 14-18 with this.
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {

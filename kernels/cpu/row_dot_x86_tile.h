@@ -26,7 +26,8 @@ namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 // The kernels of each source file, by weight type (nullptr: not there).
 RowDotFn find_float(DType wtype);
 RowDotFn find_quant(DType wtype);
-// Q4_K and Q8_0 stored as q4_k_x4 and q8_0_x4 (weight_layout.h), row_dot_x86_x4.cpp and row_dot_x86_q8_0_x4.cpp.
+// Q4_K and Q8_0 stored as q4_k_x4 and q8_0_x4 (weight_layout.h): row_dot_x86_x4.cpp (avx2:
+// row_dot_x86_q4_k_x4_256.cpp) and row_dot_x86_q8_0_x4.cpp.
 void q4_k_x4_rows(const RowDotParams& p);
 void q8_0_x4_rows(const RowDotParams& p);
 // Q4_K rowmajor rows in the GEMV order below AVX-512, row_dot_x86_q4_k_256.cpp.

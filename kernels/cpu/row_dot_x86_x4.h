@@ -1,6 +1,7 @@
 // The x4 layouts' (weight_layout.h) shared pieces, internal to
-// row_dot_x86_x4.cpp (Q4_K in q4_k_x4) and row_dot_x86_q8_0_x4.cpp (Q8_0 in
-// q8_0_x4), as row_dot_x86_tile.h: the VNNI dot, the prefetch distance and
+// row_dot_x86_x4.cpp (Q4_K in q4_k_x4), row_dot_x86_q4_k_x4_256.cpp (the
+// same at avx2) and row_dot_x86_q8_0_x4.cpp (Q8_0 in q8_0_x4), as
+// row_dot_x86_tile.h: the VNNI dot (AVX-512), the prefetch distance and
 // the driver that walks a call's rows as far-apart streams of groups
 // through a kernel's tile<G, T>.
 #pragma once
@@ -27,8 +28,8 @@ inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
 
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
 // starting at row row0[g]) x T tokens. For one or two tokens, x4_rows sets
-// two groups side by side, from the two halves of the row range (far-apart
-// streams). On a Zen 4 EPYC four streams (the quarters) had kept DRAM busier
+// (where K::kTwoStreams) two groups side by side, from the two halves of the
+// row range (far-apart streams). On a Zen 4 EPYC four streams (the quarters) had kept DRAM busier
 // than two (Q8_0, DeepSeek-V3 batch 1: 81-88% of the read against 77-84%);
 // on a Zen 5 EPYC, where one core's misses in flight bound a quiet read, the
 // halves won, alternated by repetition in one process (stop 40): one thread,

@@ -78,9 +78,10 @@ std::optional<WeightLayout> layout_from_name(std::string_view name);
 WeightLayout repacked_layout(DType type);
 // The layout to store routed experts of `type` in for kernels of level
 // `isa`: the repacked one where that level has kernels for it (x4 from
-// avx512 up, where they read about twice as fast as rowmajor; bf16_x16 with
-// avx512bf16, where a prefill runs about 1.7 times as fast), else rowmajor
-// (lower levels would read them through the generic kernel).
+// avx512 up, where they read about twice as fast as rowmajor, and q4_k_x4
+// from avx2 up; bf16_x16 with avx512bf16, where a prefill runs about 1.7
+// times as fast), else rowmajor (lower levels would read them through the
+// generic kernel).
 WeightLayout expert_layout(DType type, CpuIsa isa);
 
 // The layout to store one routed-expert matrix of `type` (rows x cols, a
@@ -124,7 +125,8 @@ struct LayoutBlocks {
 LayoutBlocks layout_blocks(WeightLayout l);
 inline int layout_group_rows(WeightLayout l) { return layout_blocks(l).rows; }
 // Groups the widest tile of a layout's kernels reads side by side (rowmajor:
-// rows): bf16_x16's prefill tile takes three, the x4 tiles two. A caller
+// rows): bf16_x16's prefill tile takes three, the x4 tiles two (avx2's
+// q4_k_x4 tile one). A caller
 // that cuts a matrix into tasks cuts it into multiples of these rows.
 inline constexpr int kX16TileGroups = 3;
 inline int layout_tile_rows(WeightLayout l) {
