@@ -347,37 +347,15 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
 }
 #endif
 
-template <int R, int T>
-struct Fp8Tile {
-  static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w,
-                  const uint8_t* const* a, float (&out)[R][T], const Ahead& ah) {
-    __m512 sum[R][T];
-    #pragma GCC unroll 8
-    for (auto& row : sum)
-      #pragma GCC unroll 8
-      for (auto& v : row) v = _mm512_setzero_ps();
-    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
-      __m512 blk[R][T];
-      #pragma GCC unroll 8
-      for (auto& row : blk)
-        #pragma GCC unroll 8
-        for (auto& v : row) v = _mm512_setzero_ps();
-      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
-      fp8_span<R, T>(w, a, c0, c1, blk, ah);
-      #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        const __m512 s = _mm512_set1_ps(
-            p.scales[size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride + size_t(c0 / kFp8ScaleBlock)]);
-        #pragma GCC unroll 8
-        for (int j = 0; j < T; ++j) sum[i][j] = _mm512_fmadd_ps(blk[i][j], s, sum[i][j]);
-      }
-    }
-    #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-      #pragma GCC unroll 8
-      for (int j = 0; j < T; ++j) out[i][j] = _mm512_reduce_add_ps(sum[i][j]);
+// fp8_span's sums are the values themselves (bf16 products).
+struct Fp8Span {
+  template <int R, int T>
+  static void run(const RowDotParams&, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  int64_t c0, int64_t c1, VF (&acc)[R][T], const Ahead& ah) {
+    fp8_span<R, T>(w, a, c0, c1, acc, ah);
   }
 };
+template <int R, int T> using Fp8Tile = Fp8BlockTile<Fp8Span, 1.0f, R, T>;
 
 // drive<Fp8Tile>, or the bit-map loop where it takes the call (whole scale
 // blocks, up to kFp8LoopMaxCols columns; row_dot_x86_fp8_loop.cpp).
@@ -438,38 +416,15 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
   }
 }
 
-template <int R, int T>
-struct Fp8Tile {
-  static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w,
-                  const uint8_t* const* a, float (&out)[R][T], const Ahead& ah) {
-    VF sum[R][T];
-    #pragma GCC unroll 8
-    for (auto& row : sum)
-      #pragma GCC unroll 8
-      for (auto& v : row) v = vzero();
-    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
-      VF blk[R][T];
-      #pragma GCC unroll 8
-      for (auto& row : blk)
-        #pragma GCC unroll 8
-        for (auto& v : row) v = vzero();
-      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
-      fp8_span<R, T>(w, a, c0, c1, blk, ah);
-      #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        // 256 undoes the 2^-8 of load_fp8_scaled (exact).
-        const VF s = vset1(256.0f * p.scales[size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride +
-                                              size_t(c0 / kFp8ScaleBlock)]);
-        #pragma GCC unroll 8
-        for (int j = 0; j < T; ++j) sum[i][j] = vfma(blk[i][j], s, sum[i][j]);
-      }
-    }
-    #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-      #pragma GCC unroll 8
-      for (int j = 0; j < T; ++j) out[i][j] = vsum(sum[i][j]);
+// fp8_span's sums are 2^-8 times the values (load_fp8_scaled).
+struct Fp8Span {
+  template <int R, int T>
+  static void run(const RowDotParams&, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  int64_t c0, int64_t c1, VF (&acc)[R][T], const Ahead& ah) {
+    fp8_span<R, T>(w, a, c0, c1, acc, ah);
   }
 };
+template <int R, int T> using Fp8Tile = Fp8BlockTile<Fp8Span, 256.0f, R, T>;
 void fp8_tiles(const RowDotParams& p) {
   if (!try_fp8_wide(p)) drive<Fp8Tile>(p);
 }

@@ -111,49 +111,27 @@ void wide_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int
   }
 }
 
-template <bool kScaledX, int R, int T>
-struct Fp8WideTile {
+// Columns c0..c1 of one scale block, searched for NaN bytes unless the
+// rows' marks clear it; 2^-8 times the values, as Fp8Tile's.
+template <bool kScaledX>
+struct WideSpan {
+  template <int R, int T>
   static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w, const uint8_t* const* a,
-                  float (&out)[R][T], const Ahead& ah) {
-    VF sum[R][T];
-    #pragma GCC unroll 8
-    for (auto& row : sum)
-      #pragma GCC unroll 8
-      for (auto& v : row) v = vzero();
-    const size_t marks_row = fp8_marks_row_bytes(p.cols);
-    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
-      VF blk[R][T];
-      #pragma GCC unroll 8
-      for (auto& row : blk)
-        #pragma GCC unroll 8
-        for (auto& v : row) v = vzero();
-      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
-      bool nan = false;
-      #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i)
-        if (!p.fp8_marks || fp8_block_marked(p.fp8_marks + size_t(rows[i]) * marks_row, c0 / kFp8ScaleBlock))
-          nan |= has_fp8_nan(w[i] + c0, c1 - c0);
-      if (nan)
-        wide_span<kScaledX, true, R, T>(w, a, c0, c1, blk, ah);
-      else
-        wide_span<kScaledX, false, R, T>(w, a, c0, c1, blk, ah);
-      #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        // 256 undoes the 2^-8 of the products (exact)
-        const VF s = vset1(256.0f * p.scales[size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride +
-                                              size_t(c0 / kFp8ScaleBlock)]);
-        #pragma GCC unroll 8
-        for (int j = 0; j < T; ++j) sum[i][j] = vfma(blk[i][j], s, sum[i][j]);
-      }
-    }
+                  int64_t c0, int64_t c1, VF (&blk)[R][T], const Ahead& ah) {
+    bool nan = false;
     #pragma GCC unroll 8
     for (int i = 0; i < R; ++i)
-      #pragma GCC unroll 8
-      for (int j = 0; j < T; ++j) out[i][j] = vsum(sum[i][j]);
+      if (!p.fp8_marks ||
+          fp8_block_marked(p.fp8_marks + size_t(rows[i]) * fp8_marks_row_bytes(p.cols), c0 / kFp8ScaleBlock))
+        nan |= has_fp8_nan(w[i] + c0, c1 - c0);
+    if (nan)
+      wide_span<kScaledX, true, R, T>(w, a, c0, c1, blk, ah);
+    else
+      wide_span<kScaledX, false, R, T>(w, a, c0, c1, blk, ah);
   }
 };
-template <int R, int T> using Fp8ScaledXTile = Fp8WideTile<true, R, T>;
-template <int R, int T> using Fp8PlainXTile = Fp8WideTile<false, R, T>;
+template <int R, int T> using Fp8ScaledXTile = Fp8BlockTile<WideSpan<true>, 256.0f, R, T>;
+template <int R, int T> using Fp8PlainXTile = Fp8BlockTile<WideSpan<false>, 256.0f, R, T>;
 
 // The f32 activations of one call: 128 KiB, 4 tokens of DeepSeek-V3's 7168
 // columns, 16 of its 2048.

@@ -159,6 +159,44 @@ struct Ahead {
   }
 };
 
+// ---- FP8's scale blocks ----------------------------------------------------------
+// A tile (see below) of FP8 rows: Span::template run<R, T>(p, rows, w, a, c0,
+// c1, blk, ah) adds columns c0..c1 (one scale block) of each row and token
+// into blk, as the value over kUnscale; each block's sums times its scale
+// (times kUnscale, exact) go into running sums, reduced at the end. The
+// FP8 kernels of every level differ only in their Span.
+template <class Span, float kUnscale, int R, int T>
+struct Fp8BlockTile {
+  static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    VF sum[R][T];
+#pragma GCC unroll 8
+    for (auto& row : sum)
+#pragma GCC unroll 8
+      for (auto& v : row) v = vzero();
+    for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
+      VF blk[R][T];
+#pragma GCC unroll 8
+      for (auto& row : blk)
+#pragma GCC unroll 8
+        for (auto& v : row) v = vzero();
+      const int64_t c1 = c0 + kFp8ScaleBlock < p.cols ? c0 + kFp8ScaleBlock : p.cols;
+      Span::template run<R, T>(p, rows, w, a, c0, c1, blk, ah);
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const VF s = vset1(kUnscale * p.scales[size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride +
+                                               size_t(c0 / kFp8ScaleBlock)]);
+#pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) sum[i][j] = vfma(blk[i][j], s, sum[i][j]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) out[i][j] = vsum(sum[i][j]);
+  }
+};
+
 // ---- the tile driver -------------------------------------------------------------
 // Tile<R, T>::run(p, rows[R], w[R], a[T], out[R][T], ahead) computes the
 // R x T dots of weight rows rows[0..R) (row pointers w) and tokens a.
