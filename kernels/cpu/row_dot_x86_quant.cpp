@@ -85,15 +85,17 @@ struct K4Scales {
 
 // Q4_K and Q5_K share everything but where the 5th bit comes from, and the
 // order of the sums, which is llama.cpp's on x86 for each: Q4_K (repacked
-// there) as its GEMV, one exact integer sum per super-block for the scales
-// and one for the mins, each added with an fma; with kGemmOrder as its GEMM,
-// the same per 64-value chunk. Q5_K as ggml_vec_dot_q5_K_q8_K: 8 int32 lanes
-// (bytes 4k..4k+3 of every sub-block) fma'd into 8 f32 lanes, the mins'
-// exact sum fma'd into a scalar added at the end.
+// there) with kGemmOrder as its GEMM, one exact integer sum per 64-value
+// chunk for the scales and one for the mins, each added with an fma (its
+// GEMV order, the same per super-block, is row_dot_x86_q4_k_256.cpp's tile
+// at this level). Q5_K as ggml_vec_dot_q5_K_q8_K: 8 int32 lanes (bytes
+// 4k..4k+3 of every sub-block) fma'd into 8 f32 lanes, the mins' exact sum
+// fma'd into a scalar added at the end.
 template <bool kFive, int R, int T, bool kGemmOrder = false>
 void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
               float (&out)[R][T], const Ahead& ah) {
   static_assert(!(kFive && kGemmOrder), "llama.cpp repacks Q4_K only");
+  static_assert(kFive || kGemmOrder, "Q4_K's GEMV order: q4_k_gemv256_rows");
   float gemm_acc[R][T] = {}, gemm_min[R][T] = {};
   constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
@@ -155,13 +157,8 @@ void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* con
           isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, _mm256_set1_epi32(ks.sc[j])));
           msum += ks.m[j] * (x.bsum(2 * j) + x.bsum(2 * j + 1));
         }
-        if constexpr (kFive) {
-          acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
-          mins[i][t] = std::fma(-(dmin * x.d), float(msum), mins[i][t]);
-        } else {  // the GEMV's order: one exact sum per super-block
-          gemm_acc[i][t] = std::fma(float(hsum256i(isum)), d * x.d, gemm_acc[i][t]);
-          gemm_min[i][t] = std::fma(float(msum), dmin * x.d, gemm_min[i][t]);
-        }
+        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x.d), acc[i][t]);
+        mins[i][t] = std::fma(-(dmin * x.d), float(msum), mins[i][t]);
       }
     }
   }
@@ -413,6 +410,7 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
 #define TANDEM_K45_TILE k45_tile
 #endif
 
+#if defined(__AVX512F__)
 template <int R, int T>
 struct Q4KTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
@@ -420,6 +418,7 @@ struct Q4KTile {
     TANDEM_K45_TILE<false, R, T>(p, w, a, out, ah);
   }
 };
+#endif
 template <int R, int T>
 struct Q4KGemmOrderTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
