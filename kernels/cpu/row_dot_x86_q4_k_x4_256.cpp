@@ -15,8 +15,8 @@
 // offset in the low byte) and a shift: AVX2 has no per-word variable shift.
 // Tokens go two at a time through a super-block, sharing each step's load
 // and nibble masks: one thread, 64 x 7168 from L2, 2 tokens 13.3-13.5 ->
-// 17.3-17.7 GB/s (best of 8, alternated); 1 token unchanged, 4 tokens
-// unchanged at 8.3 (their sums and accumulators fill the 16 registers).
+// 17.3-17.7 GB/s (best of 8, alternated); 1 token and 4 (8.3: their sums
+// and accumulators fill the 16 registers) unchanged.
 #include "kernels/cpu/row_dot_x86_x4.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
