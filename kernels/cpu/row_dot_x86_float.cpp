@@ -142,6 +142,19 @@ void f32_rows(const RowDotParams& p) { drive<F32VecDotTile>(p); }
 void f32_rows(const RowDotParams& p) { drive<F32Tile>(p); }
 #endif
 
+// FP8: each level's span (below) adds columns c0..c1 of a scale block into
+// acc; Fp8BlockTile (row_dot_x86_tile.h) makes it the level's Fp8Tile.
+template <int R, int T>
+void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1, VF (&acc)[R][T],
+              const Ahead& ah);
+struct Fp8Span {
+  template <int R, int T>
+  static void run(const RowDotParams&, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
+                  int64_t c0, int64_t c1, VF (&acc)[R][T], const Ahead& ah) {
+    fp8_span<R, T>(w, a, c0, c1, acc, ah);
+  }
+};
+
 #if defined(__AVX512BF16__)
 // bf16 pairs with vdpbf16ps: 32 values per instruction.
 inline __m512i load_w_bf16x32(const uint8_t* p) { return _mm512_loadu_si512(p); }
@@ -348,13 +361,6 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
 #endif
 
 // fp8_span's sums are the values themselves (bf16 products).
-struct Fp8Span {
-  template <int R, int T>
-  static void run(const RowDotParams&, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
-                  int64_t c0, int64_t c1, VF (&acc)[R][T], const Ahead& ah) {
-    fp8_span<R, T>(w, a, c0, c1, acc, ah);
-  }
-};
 template <int R, int T> using Fp8Tile = Fp8BlockTile<Fp8Span, 1.0f, R, T>;
 
 // drive<Fp8Tile>, or the bit-map loop where it takes the call (whole scale
@@ -417,13 +423,6 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
 }
 
 // fp8_span's sums are 2^-8 times the values (load_fp8_scaled).
-struct Fp8Span {
-  template <int R, int T>
-  static void run(const RowDotParams&, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
-                  int64_t c0, int64_t c1, VF (&acc)[R][T], const Ahead& ah) {
-    fp8_span<R, T>(w, a, c0, c1, acc, ah);
-  }
-};
 template <int R, int T> using Fp8Tile = Fp8BlockTile<Fp8Span, 256.0f, R, T>;
 void fp8_tiles(const RowDotParams& p) {
   if (!try_fp8_wide(p)) drive<Fp8Tile>(p);
