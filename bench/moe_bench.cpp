@@ -2,7 +2,8 @@
 // machine's limits, measured in the same run:
 //  1. read bandwidth, STREAM-style (sum of a buffer far larger than the
 //     caches), with 1..N pinned threads;
-//  2. the AVX-512 BF16 peak (vdpbf16ps on registers only) of N threads;
+//  2. the AVX-512 BF16 peak (vdpbf16ps on registers only) of N threads, or
+//     without AVX512_BF16 the f32 one (vfmadd231ps, 512-bit with AVX-512);
 //  3. one MoE layer of DeepSeek-V3 (7168 x 2048, 256 experts) and
 //     Qwen3-30B-A3B (2048 x 768, 128 experts) expert shapes with top-8
 //     random routing (so tokens per expert are the model's), at 1, 2, 4, 8,
@@ -170,6 +171,35 @@ __attribute__((target("avx512f,avx512bf16"))) double dpbf16_loop(int64_t iters) 
   for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_reduce_add_ps(s);
 }
+// The same with kChains / 2 vfmadd231ps chains of 8 floats (16 flops each)
+// or 16 (32): the peak of machines without AVX512_BF16, whose kernels widen
+// every weight to f32 (the avx2 and avx512 levels).
+__attribute__((target("avx2,fma"))) double fma256_loop(int64_t iters) {
+  __m256 acc[kChains / 2];
+  for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm256_set1_ps(float(i));
+  const __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(0.5f);
+  for (int64_t k = 0; k < iters; ++k) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm256_fmadd_ps(a, b, acc[i]);
+  }
+  __m256 s = acc[0];
+  for (int i = 1; i < kChains / 2; ++i) s = _mm256_add_ps(s, acc[i]);
+  return double(_mm256_cvtss_f32(s));
+}
+__attribute__((target("avx512f"))) double fma512_loop(int64_t iters) {
+  __m512 acc[kChains / 2];
+  for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm512_set1_ps(float(i));
+  const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(0.5f);
+  for (int64_t k = 0; k < iters; ++k) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < kChains / 2; ++i) s = _mm512_add_ps(s, acc[i]);
+  return double(_mm512_reduce_add_ps(s));
+}
+
+enum class PeakLoop { kBf16, kFma512, kFma256 };
 
 struct Options {
   double pool_gib = 2.0;
@@ -262,18 +292,25 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-double bf16_peak(tk::ThreadPool& pool) {
+// GFLOP/s of N threads running one of the loops above.
+double flops_peak(tk::ThreadPool& pool, PeakLoop loop) {
   const int64_t iters = 10'000'000;
   volatile double sink = 0;
   double best = 0;
   for (int r = 0; r < 3; ++r) {
     double sums[64] = {};
-    auto job = [&](int i, int) { sums[i] = dpbf16_loop(iters); };
+    auto job = [&](int i, int) {
+      sums[i] = loop == PeakLoop::kBf16     ? dpbf16_loop(iters)
+                : loop == PeakLoop::kFma512 ? fma512_loop(iters)
+                                            : fma256_loop(iters);
+    };
     const double t0 = now();
     pool.run(job);
     const double dt = now() - t0;
     sink = sink + sums[0];
-    best = std::max(best, double(pool.size()) * double(iters) * kChains * 64 / dt / 1e9);
+    const double flops = loop == PeakLoop::kBf16 ? kChains * 64.0 : loop == PeakLoop::kFma512 ? kChains * 16.0
+                                                                                            : kChains * 8.0;
+    best = std::max(best, double(pool.size()) * double(iters) * flops / dt / 1e9);
   }
   return best;
 }
@@ -554,10 +591,14 @@ int main(int argc, char** argv) {
     }
     double peak = 0;
     if (f.avx512_bf16) {
-      peak = bf16_peak(pool);
+      peak = flops_peak(pool, PeakLoop::kBf16);
       std::printf("avx512 bf16 peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", n, peak);
+    } else if (f.avx2) {
+      peak = flops_peak(pool, f.avx512 ? PeakLoop::kFma512 : PeakLoop::kFma256);
+      std::printf("this cpu has no AVX512_BF16; f32 fma peak instead (%d-bit vfmadd231ps, %d threads): "
+                  "%.1f GFLOP/s\n", f.avx512 ? 512 : 256, n, peak);
     } else {
-      std::printf("avx512 bf16 peak: this cpu has no AVX512_BF16\n");
+      std::printf("no peak: this cpu has neither AVX512_BF16 nor AVX2 with FMA\n");
     }
     if (n > 1) {
       const auto [caller, others] = wake_latency_us(pool, o.spin_us);
