@@ -425,7 +425,7 @@ void fp8_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int6
 // fp8_span's sums are 2^-8 times the values (load_fp8_scaled).
 template <int R, int T> using Fp8Tile = Fp8BlockTile<Fp8Span, 256.0f, R, T>;
 void fp8_tiles(const RowDotParams& p) {
-  if (!try_fp8_wide(p)) drive<Fp8Tile>(p);
+  if (!try_panel(p) && !try_fp8_wide(p)) drive<Fp8Tile>(p);
 }
 void fp8_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kFp8S16)

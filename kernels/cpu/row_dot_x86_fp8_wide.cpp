@@ -18,64 +18,12 @@
 // Subnormal f32 inputs must not be flushed: with MXCSR's DAZ set (by a host
 // process's library) the calls go to Fp8Tile.
 #include "kernels/cpu/fp8_marks.h"
+#include "kernels/cpu/row_dot_x86_fp8_widen.h"
 #include "kernels/cpu/row_dot_x86_tile.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 #if !defined(__AVX512BF16__)
 namespace {
-
-constexpr float kTwo112 = 0x1p112f;
-constexpr int kSignExpMant = int(0x87F00000u);  // the bits a widened byte keeps
-
-#if defined(__AVX512F__)
-using VI = __m512i;
-inline VI widen_fp8_bits(const uint8_t* p) {
-  const VI b = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm512_and_si512(_mm512_slli_epi32(b, 20), _mm512_set1_epi32(kSignExpMant));
-}
-inline VI nan_where_fp8_nan(VI bits) {  // magnitude 0x7F widened: 0x07F00000
-  const __mmask16 m = _mm512_cmpeq_epi32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FF00000)),
-                                              _mm512_set1_epi32(0x07F00000));
-  return _mm512_mask_blend_epi32(m, bits, _mm512_set1_epi32(-1));
-}
-inline VF as_float(VI v) { return _mm512_castsi512_ps(v); }
-inline VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
-inline void store_f32(float* p, VF v) { _mm512_storeu_ps(p, v); }
-#else
-using VI = __m256i;
-inline VI widen_fp8_bits(const uint8_t* p) {
-  const VI b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_and_si256(_mm256_slli_epi32(b, 20), _mm256_set1_epi32(kSignExpMant));
-}
-inline VI nan_where_fp8_nan(VI bits) {
-  const VI m =
-      _mm256_cmpeq_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7FF00000)), _mm256_set1_epi32(0x07F00000));
-  return _mm256_or_si256(bits, m);
-}
-inline VF as_float(VI v) { return _mm256_castsi256_ps(v); }
-inline VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }
-inline void store_f32(float* p, VF v) { _mm256_storeu_ps(p, v); }
-#endif
-
-// kLanes weights from p as f32, times 2^-120 (kScaledX) or 2^-8.
-template <bool kScaledX, bool kNaN>
-inline VF widen_fp8(const uint8_t* p) {
-  VI bits = widen_fp8_bits(p);
-  if constexpr (kNaN) bits = nan_where_fp8_nan(bits);
-  return kScaledX ? as_float(bits) : vmul(as_float(bits), vset1(kTwo112));
-}
-
-// Whether n bytes at p hold an FP8 NaN.
-inline bool has_fp8_nan(const uint8_t* p, int64_t n) {
-  int64_t c = 0;
-  __m256i any = _mm256_setzero_si256();
-  const __m256i mag = _mm256_set1_epi8(0x7F);
-  for (; c + 32 <= n; c += 32)
-    any = _mm256_or_si256(any, _mm256_cmpeq_epi8(_mm256_and_si256(load256(p + c), mag), mag));
-  bool found = !_mm256_testz_si256(any, any);
-  for (; c < n; ++c) found |= (p[c] & 0x7F) == 0x7F;
-  return found;
-}
 
 // Fp8Tile's span with f32 activations (4 bytes a value).
 template <bool kScaledX, bool kNaN, int R, int T>
@@ -133,26 +81,13 @@ struct WideSpan {
 template <int R, int T> using Fp8ScaledXTile = Fp8BlockTile<WideSpan<true>, 256.0f, R, T>;
 template <int R, int T> using Fp8PlainXTile = Fp8BlockTile<WideSpan<false>, 256.0f, R, T>;
 
-// The f32 activations of one call: 128 KiB, 4 tokens of DeepSeek-V3's 7168
-// columns, 16 of its 2048.
-constexpr int64_t kWideFloats = 32768;
-
 }  // namespace
 
 bool try_fp8_wide(const RowDotParams& p) {
   // Under DAZ widened subnormal weights would read as zero (Fp8Tile's vcvtph2ps ignores it).
   if (p.cols * p.n_tokens > kWideFloats || (_mm_getcsr() & 0x40) != 0) return false;
   alignas(64) float x[kWideFloats];
-  // Scale the activations by 2^112 unless some |x| >= 2^16 (bf16 0x4780), inf and NaN included.
-  uint16_t most = 0;
-  for (int64_t t = 0; t < p.n_tokens; ++t) {
-    const uint8_t* src = activation_row(p, t);
-    for (int64_t c = 0; c < p.cols; ++c) {
-      const uint16_t b = load_unaligned<uint16_t>(src + 2 * c) & 0x7FFF;
-      most = b > most ? b : most;
-    }
-  }
-  const bool scaled = most < 0x4780;
+  const bool scaled = fp8_x_scalable(p);
   const VF k = vset1(scaled ? kTwo112 : 1.0f);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const uint8_t* src = activation_row(p, t);

@@ -50,6 +50,10 @@ bool try_fp8_s16_loop(const RowDotParams& p);
 // fit its buffer.
 bool try_fp8_wide(const RowDotParams& p);
 void fp8_s16_by_groups(const RowDotParams& p, RowDotFn rowmajor);
+// FP8 rowmajor rows of many tokens at the avx2 level, as a GEMM
+// (row_dot_x86_panel.cpp): false (nothing done) at other levels, for other
+// types and layouts, fewer tokens than pay, gemm_order and under DAZ.
+bool try_panel(const RowDotParams& p);
 
 namespace {
 
