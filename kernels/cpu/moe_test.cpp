@@ -149,6 +149,28 @@ TEST(MoeLayer, EveryLevelMatchesTheExactLayer) {
   }
 }
 
+// A prefill's FP8 layer: 64 tokens on 8 experts, top 4 (about 32 tokens an
+// expert, so most calls of the avx2 level take its GEMM,
+// row_dot_x86_panel.cpp, with gathered activations over the layer's row
+// tasks): every level within the FP8 bound of the exact layer.
+TEST(MoeLayer, Fp8PrefillMatchesTheExactLayerAtEveryLevel) {
+  const CpuFeatures f = detect_cpu_features();
+  const Layer L = make_layer(DType::kF8E4M3, DType::kF8E4M3, 512, 768, 8, 81);
+  const Routing r = make_routing(64, 4, 512, 8, 82);
+  std::vector<double> scale;
+  const std::vector<double> want = exact(L, r, scale);
+  for (int level = 0; level < kCpuIsaCount; ++level) {
+    if (!supports(f, CpuIsa(level))) continue;
+    SCOPED_TRACE(std::string(isa_name(CpuIsa(level))));
+    const std::vector<float> y = run_layer(L, r, CpuIsa(level), 2);
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(y[i])) << i;
+      ASSERT_LE(std::fabs(y[i] - want[i]), 4e-3 * scale[i] + 1e-7) << "output " << i << ": " << y[i] << " vs "
+                                                                   << want[i];
+    }
+  }
+}
+
 // split_bf16_activations: BF16 and FP8 layers with activations of f32
 // precision (hi + lo bf16 rows) at every level, 1 token (the one-token
 // loops then see 2 rows) and 9 (tiles): within 1e-5 of the exact layer's

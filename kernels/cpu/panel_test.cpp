@@ -175,9 +175,10 @@ TEST(Panel, TakesFp8FromEightTokensOfLongRows) {
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // A token's dot is the same float in every call that takes it: 70 tokens
-// (chunks of 64 and 6: tiles of 4 token vectors and of 1), gathered 45 in
-// another order (tiles of 4 vectors and 2) and 24 (one of 3), each over
-// other rows.
+// (chunks of 64 and 6: tiles of 3, 3 and 2 token vectors, and of 1),
+// gathered 45 in another order (3 and 3) and 24 (3), each over other rows,
+// and 24 of which one holds an activation of 2^16 (the activations then
+// unscaled, the weights scaled instead).
 TEST(Panel, SumsEachTokenOneWay) {
   if (!have_avx2()) GTEST_SKIP() << "this cpu has no avx2";
   std::mt19937 rng(4444);
@@ -200,11 +201,27 @@ TEST(Panel, SumsEachTokenOneWay) {
                                           << want;
       }
   }
+  // Token 0's row with one activation of 2^16 (bf16 0x4780), then tokens 1..23.
+  std::vector<uint8_t> large(c.a.begin(), c.a.begin() + std::ptrdiff_t(c.a_stride));
+  large[2 * 350] = 0x80, large[2 * 350 + 1] = 0x47;
+  std::vector<const uint8_t*> rows = {large.data()};
+  for (int64_t k = 1; k < 24; ++k) rows.push_back(c.a.data() + size_t(k) * c.a_stride);
+  std::vector<float> y;
+  RowDotParams p = params(c, y, 0, 29, 24);
+  p.a_rows = rows.data();
+  ASSERT_TRUE(avx2::try_panel(p));
+  for (int64_t k = 1; k < 24; ++k)
+    for (int64_t r = 0; r < 29; ++r) {
+      const size_t i = size_t(k) * p.y_row_stride + size_t(r);
+      ASSERT_TRUE(same_bits(y[i], all[i])) << "unscaled, token " << k << " row " << r << ": " << y[i] << " vs "
+                                           << all[i];
+    }
 }
 
 // FP8 zeros, subnormals and NaN bytes (either sign), marked and not, with
-// activations scaled by 2^112 and (one of 2^16) not: NaN rows stay NaN, the
-// rest agree with the generic level, and the marks do not change a float.
+// activations scaled by 2^112 and (one of 2^16) not, and a row of
+// subnormals only: NaN rows stay NaN, the rest agree with the generic level,
+// and the marks do not change a float.
 TEST(Panel, KeepsFp8SpecialBytes) {
   if (!have_avx2()) GTEST_SKIP() << "this cpu has no avx2";
   std::mt19937 rng(4545);
@@ -215,6 +232,9 @@ TEST(Panel, KeepsFp8SpecialBytes) {
       Case c = make_case(DType::kF8E4M3, 26, 384, 20, rng, large);
       const int64_t row = int64_t(3 + 4 * k), col = 128 + int64_t(k * 37 % 256);
       c.w[size_t(row) * c.w_stride + size_t(col)] = special[k];
+      // and a row of subnormals only (+-1..7 * 2^-9), which a widening that
+      // flushed them would give as zero
+      for (int64_t j = 0; j < c.cols; ++j) c.w[size_t(j)] = uint8_t((j % 2 ? 0x80 : 0) | (1 + j % 7));
       dequantise(c);
       std::vector<uint8_t> marks(fp8_marks_row_bytes(c.cols) * size_t(c.rows));
       fp8_mark_blocks(c.w.data(), c.w_stride, c.rows, c.cols, marks.data());
@@ -245,9 +265,9 @@ TEST(Panel, LeavesCallsToTheTiles) {
     const Case b = make_case(other, 32, 256, 64, rng);
     EXPECT_FALSE(avx2::try_panel(params(b, y, 0, 32, 64))) << name(other);
   }
-  const Case f = make_case(DType::kF8E4M3, 16, 4224, 16, rng);
+  const Case f = make_case(DType::kF8E4M3, 16, 7168, 16, rng);
   EXPECT_TRUE(avx2::try_panel(params(f, y, 0, 16, 8)));
-  EXPECT_FALSE(avx2::try_panel(params(f, y, 0, 16, 7)));
+  EXPECT_FALSE(avx2::try_panel(params(f, y, 0, 16, 7)));  // 7 x 7168 do not fit the buffer either
   const Case g = make_case(DType::kF8E4M3, 16, 1024, 16, rng);
   EXPECT_FALSE(avx2::try_panel(params(g, y, 0, 16, 15)));  // 15 x 1024 fit the buffer
   EXPECT_TRUE(avx2::try_panel(params(g, y, 0, 16, 16)));

@@ -67,7 +67,9 @@ struct RowDotParams {
   // Sum as llama.cpp's GEMM for batches (matmul.h's gemm_order): Q4_K,
   // each 64-value chunk with its own fma (the same result at every level);
   // BF16, tinyBLAS's one vdpbf16ps accumulator (the generic and avx512bf16
-  // levels). No effect on other types.
+  // levels). FP8 (whose sums are the same either way elsewhere): the
+  // tiles, which the avx512bf16 loop and the avx2 prefill GEMM leave it to
+  // (the GEMM's floats are its own). No effect on other types.
   bool gemm_order = false;
   // How w is stored (weight_layout.h). q4_k_x4: row_begin and row_end are
   // multiples of 4, w_row_stride is the row length, and the activations

@@ -268,8 +268,8 @@ void panel_call(const RowDotParams& p, float x_scale) {
 bool try_panel(const RowDotParams& p) {
   if (p.wtype != DType::kF8E4M3 || p.layout != WeightLayout::kRowMajor || p.row_end <= p.row_begin) return false;
   if (p.n_tokens < (p.n_tokens * p.cols > kWideFloats ? kUnwidenedMinTokens : kMinTokens)) return false;
-  // gemm_order asks FP8 for its tiles (row_dot.h); under DAZ widened
-  // subnormal weights would read as zero.
+  // gemm_order asks for the tiles (row_dot.h); under DAZ widened subnormal
+  // weights would read as zero.
   if (p.gemm_order || (_mm_getcsr() & 0x40) != 0) return false;
   if (fp8_x_scalable(p))
     panel_call<WidenFp8<true>>(p, kTwo112);
