@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/flops_peak.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -156,51 +157,6 @@ __attribute__((target("avx2"))) double read4_avx2(const uint8_t* p, size_t n, si
   return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
 }
 
-// kChains independent vdpbf16ps chains per thread (enough to cover the
-// instruction's latency on every pipe), `iters` times: 64 flops each.
-constexpr int kChains = 24;
-__attribute__((target("avx512f,avx512bf16"))) double dpbf16_loop(int64_t iters) {
-  __m512 acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(float(i));
-  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80), b = (__m512bh)_mm512_set1_epi16(0x3C00);
-  for (int64_t k = 0; k < iters; ++k) {
-#pragma GCC unroll 32
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
-}
-// The same with kChains / 2 vfmadd231ps chains of 8 floats (16 flops each)
-// or 16 (32): the peak of machines without AVX512_BF16, whose kernels widen
-// every weight to f32 (the avx2 and avx512 levels).
-__attribute__((target("avx2,fma"))) double fma256_loop(int64_t iters) {
-  __m256 acc[kChains / 2];
-  for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm256_set1_ps(float(i));
-  const __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(0.5f);
-  for (int64_t k = 0; k < iters; ++k) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm256_fmadd_ps(a, b, acc[i]);
-  }
-  __m256 s = acc[0];
-  for (int i = 1; i < kChains / 2; ++i) s = _mm256_add_ps(s, acc[i]);
-  return double(_mm256_cvtss_f32(s));
-}
-__attribute__((target("avx512f"))) double fma512_loop(int64_t iters) {
-  __m512 acc[kChains / 2];
-  for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm512_set1_ps(float(i));
-  const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(0.5f);
-  for (int64_t k = 0; k < iters; ++k) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < kChains / 2; ++i) s = _mm512_add_ps(s, acc[i]);
-  return double(_mm512_reduce_add_ps(s));
-}
-
-enum class PeakLoop { kBf16, kFma512, kFma256 };
-
 struct Options {
   double pool_gib = 2.0;
   int reps = 7;
@@ -290,29 +246,6 @@ std::pair<ReadPattern, double> read_bandwidth(tk::ThreadPool& pool, int threads,
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// GFLOP/s of N threads running one of the loops above.
-double flops_peak(tk::ThreadPool& pool, PeakLoop loop) {
-  const int64_t iters = 10'000'000;
-  volatile double sink = 0;
-  double best = 0;
-  for (int r = 0; r < 3; ++r) {
-    double sums[64] = {};
-    auto job = [&](int i, int) {
-      sums[i] = loop == PeakLoop::kBf16     ? dpbf16_loop(iters)
-                : loop == PeakLoop::kFma512 ? fma512_loop(iters)
-                                            : fma256_loop(iters);
-    };
-    const double t0 = now();
-    pool.run(job);
-    const double dt = now() - t0;
-    sink = sink + sums[0];
-    const double flops = loop == PeakLoop::kBf16 ? kChains * 64.0 : loop == PeakLoop::kFma512 ? kChains * 16.0
-                                                                                            : kChains * 8.0;
-    best = std::max(best, double(pool.size()) * double(iters) * flops / dt / 1e9);
-  }
-  return best;
 }
 
 // Median over a few tries of how long after run() starts the caller and the
@@ -591,10 +524,10 @@ int main(int argc, char** argv) {
     }
     double peak = 0;
     if (f.avx512_bf16) {
-      peak = flops_peak(pool, PeakLoop::kBf16);
+      peak = bench::flops_peak(pool, bench::PeakLoop::kBf16);
       std::printf("avx512 bf16 peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", n, peak);
     } else if (f.avx2) {
-      peak = flops_peak(pool, f.avx512 ? PeakLoop::kFma512 : PeakLoop::kFma256);
+      peak = bench::flops_peak(pool, f.avx512 ? bench::PeakLoop::kFma512 : bench::PeakLoop::kFma256);
       std::printf("this cpu has no AVX512_BF16; f32 fma peak instead (%d-bit vfmadd231ps, %d threads): "
                   "%.1f GFLOP/s\n", f.avx512 ? 512 : 256, n, peak);
     } else {
