@@ -19,6 +19,7 @@
 #include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/row_dot.h"
+#include "kernels/cpu/row_dot_test_params.h"
 
 namespace tandem::kernels::avx2 {
 bool try_panel(const RowDotParams& p);
@@ -82,23 +83,14 @@ void dequantise(Case& c) {
                        c.a_deq.data() + t * c.cols, size_t(c.cols));
 }
 
+// Rows [r0, r1) of c against its first `tokens` tokens, into y (one spare row a token).
 RowDotParams params(const Case& c, std::vector<float>& y, int64_t r0, int64_t r1, int64_t tokens) {
-  RowDotParams p;
-  p.wtype = c.type;
-  p.w = c.w.data();
-  p.w_row_stride = c.w_stride;
-  p.rows = c.rows;
-  p.cols = c.cols;
+  RowDotParams p = testing::rowmajor_params(c.type, c.w.data(), c.w_stride, c.rows, c.cols, c.a.data(), c.a_stride,
+                                            tokens, r0, r1);
   p.scales = c.scales.empty() ? nullptr : c.scales.data();
   p.scale_row_stride = c.scale_stride;
-  p.a = c.a.data();
-  p.a_row_bytes = c.a_stride;
-  p.n_tokens = tokens;
-  p.y_row_stride = size_t(c.rows + 3);
   y.assign(p.y_row_stride * size_t(tokens), -7.0f);
   p.y = y.data();
-  p.row_begin = r0;
-  p.row_end = r1;
   return p;
 }
 
@@ -114,7 +106,7 @@ double bound(int64_t cols) { return double(130 + cols / 128 * 2) * 0x1p-24; }
 void expect_agrees(const Case& c, const RowDotParams& p, const std::vector<float>& y, const std::vector<float>& ref,
                    int64_t nan_row = -1) {
   for (int64_t t = 0; t < p.n_tokens; ++t)
-    for (int64_t r = 0; r < c.rows + 3; ++r) {
+    for (int64_t r = 0; r < int64_t(p.y_row_stride); ++r) {
       const size_t i = size_t(t) * p.y_row_stride + size_t(r);
       if (r < p.row_begin || r >= p.row_end) {
         ASSERT_EQ(y[i], -7.0f) << "wrote row " << r << " token " << t;
