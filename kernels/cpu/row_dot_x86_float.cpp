@@ -375,12 +375,15 @@ void fp8_rows(const RowDotParams& p) {
     fp8_s16_by_groups(p, fp8_rowmajor);
 }
 #else
-template <int R, int T> using Bf16Tile = Widened<LoadBf16>::template Tile<R, T>;
 void bf16_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kBf16X16)
     bf16_x16_rows(p);  // the reference, below avx512bf16
   else
-    drive<Bf16Tile>(p);
+#if defined(__AVX512F__)
+    drive<Widened<LoadBf16>::template Tile>(p);  // 32 registers hold its 4 x 4 sums
+#else
+    bf16_pair_rows(p);  // a column pair per lane: row_dot_x86_bf16_pairs.cpp
+#endif
 }
 
 struct LoadFp8 {

@@ -50,6 +50,9 @@ bool try_fp8_s16_loop(const RowDotParams& p);
 // fit its buffer.
 bool try_fp8_wide(const RowDotParams& p);
 void fp8_s16_by_groups(const RowDotParams& p, RowDotFn rowmajor);
+// BF16 rowmajor rows at the avx2 level (only there), a column pair per
+// 32-bit lane: row_dot_x86_bf16_pairs.cpp.
+void bf16_pair_rows(const RowDotParams& p);
 // FP8 rowmajor rows of many tokens at the avx2 level, as a GEMM
 // (row_dot_x86_panel.cpp): false (nothing done) at other levels, for other
 // types and layouts, fewer tokens than pay, gemm_order and under DAZ.
