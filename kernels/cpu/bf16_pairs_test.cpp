@@ -86,13 +86,34 @@ Case make_case(int64_t rows, int64_t cols, int64_t tokens, std::mt19937& rng, bo
   return c;
 }
 
-// Tokens [t0, t0 + n) of c over rows [r0, r1) through the avx2 BF16 kernel,
-// each output (its row stride one more than rows) against the model.
-void check_call(const Case& c, int64_t t0, int64_t n, int64_t r0, int64_t r1) {
-  SCOPED_TRACE("rows " + std::to_string(c.rows) + " [" + std::to_string(r0) + ", " + std::to_string(r1) +
-               ") cols " + std::to_string(c.cols) + " tokens " + std::to_string(t0) + "+" + std::to_string(n));
+// How a call names its tokens and what follows it.
+struct CallShape {
+  std::vector<int64_t> tokens;           // c's tokens, in the call's order
+  int64_t r0 = 0, r1 = 0;                // its rows
+  bool gathered = false;                 // through a_rows rather than a and a_row_bytes
+  const uint8_t* then_rows = nullptr;    // the caller's next rows (a prefetch hint)
+};
+
+std::vector<int64_t> run_of(int64_t t0, int64_t n) {
+  std::vector<int64_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(t0 + i);
+  return t;
+}
+
+// One call through the avx2 BF16 kernel, each output (its row stride one
+// more than rows) against the model.
+void check_call(const Case& c, const CallShape& s) {
+  const int64_t n = int64_t(s.tokens.size());
+  SCOPED_TRACE("rows " + std::to_string(c.rows) + " [" + std::to_string(s.r0) + ", " + std::to_string(s.r1) +
+               ") cols " + std::to_string(c.cols) + " tokens from " + std::to_string(s.tokens[0]) + ", " +
+               std::to_string(n) + (s.gathered ? " gathered" : "") + (s.then_rows ? " then_rows" : ""));
   RowDotParams p = testing::rowmajor_params(DType::kBF16, c.w.data(), c.w_stride, c.rows, c.cols,
-                                            c.a.data() + size_t(t0) * c.a_stride, c.a_stride, n, r0, r1);
+                                            c.a.data() + size_t(s.tokens[0]) * c.a_stride, c.a_stride, n, s.r0,
+                                            s.r1);
+  std::vector<const uint8_t*> rows;
+  for (int64_t t : s.tokens) rows.push_back(c.a.data() + size_t(t) * c.a_stride);
+  if (s.gathered) p.a_rows = rows.data();
+  p.then_rows = s.then_rows;
   std::vector<float> y(p.y_row_stride * size_t(n), kUnset);
   p.y = y.data();
   row_dot_for(CpuIsa::kAvx2, DType::kBF16)(p);
@@ -100,11 +121,11 @@ void check_call(const Case& c, int64_t t0, int64_t n, int64_t r0, int64_t r1) {
   for (int64_t t = 0; t < n; ++t)
     for (int64_t r = 0; r <= c.rows; ++r) {
       const float got = y[size_t(t) * p.y_row_stride + size_t(r)];
-      const float want = r >= r0 && r < r1 ? model_dot(c.w, size_t(r) * c.w_stride, c.a,
-                                                       size_t(t0 + t) * c.a_stride, c.cols)
-                                           : kUnset;
+      const float want = r >= s.r0 && r < s.r1 ? model_dot(c.w, size_t(r) * c.w_stride, c.a,
+                                                           size_t(s.tokens[size_t(t)]) * c.a_stride, c.cols)
+                                               : kUnset;
       if (!same_float(got, want) && ++wrong <= 3)
-        ADD_FAILURE() << "token " << t0 + t << " row " << r << ": " << got << ", the model " << want;
+        ADD_FAILURE() << "token " << s.tokens[size_t(t)] << " row " << r << ": " << got << ", the model " << want;
     }
 }
 
@@ -115,23 +136,28 @@ TEST(Bf16Pairs, EveryDotSumsInTheModelsOrder) {
   std::mt19937 rng(461);
   for (int64_t rows : {1, 3, 4, 5, 8, 9, 13})
     for (int64_t cols : {1, 7, 15, 16, 17, 33, 100, 1029})
-      for (int64_t tokens : {1, 2, 3, 4, 5, 9}) {
+      for (int64_t tokens : {1, 2, 3, 4, 5, 6, 8, 9}) {
         const Case c = make_case(rows, cols, tokens, rng, false);
-        check_call(c, 0, tokens, 0, rows);
+        check_call(c, {run_of(0, tokens), 0, rows});
       }
 }
 
 // Each token alone, and the others in calls of other sizes over other
-// rows, give the floats of the whole call (the model's).
+// rows, gathered in another order, or with the caller's next rows named
+// (the last tile's prefetch: into rows below, or the rows right after
+// these), give the floats of the whole call (the model's).
 TEST(Bf16Pairs, TokensGetTheSameFloatsInAnyCall) {
   if (!have_avx2()) GTEST_SKIP() << "this cpu cannot run avx2";
   std::mt19937 rng(462);
   for (int64_t cols : {100, 1029, 2048}) {
     const Case c = make_case(21, cols, 9, rng, false);
-    check_call(c, 0, 9, 0, 21);
-    for (int64_t t = 0; t < 9; ++t) check_call(c, t, 1, 3, 19);
-    check_call(c, 1, 7, 2, 21);
-    check_call(c, 2, 2, 0, 9);
+    check_call(c, {run_of(0, 9), 0, 21});
+    for (int64_t t = 0; t < 9; ++t) check_call(c, {{t}, 3, 19});
+    check_call(c, {run_of(1, 7), 2, 21});
+    check_call(c, {run_of(2, 2), 0, 9});
+    check_call(c, {{8, 3, 0, 5, 7, 1}, 1, 21, true});
+    check_call(c, {run_of(0, 8), 0, 20, false, c.w.data()});
+    check_call(c, {run_of(1, 6), 0, 16, true, c.w.data() + 16 * c.w_stride});
   }
 }
 
@@ -140,8 +166,8 @@ TEST(Bf16Pairs, SubnormalsInfinitiesAndNaNAsTheModel) {
   std::mt19937 rng(463);
   for (int64_t cols : {7, 33, 1029}) {
     const Case c = make_case(9, cols, 5, rng, true);
-    check_call(c, 0, 5, 0, 9);
-    check_call(c, 1, 1, 0, 9);
+    check_call(c, {run_of(0, 5), 0, 9});
+    check_call(c, {{1}, 0, 9});
   }
   // A row of nothing but subnormals against ones gives their exact sum
   // (a widening that flushed them would give 0).

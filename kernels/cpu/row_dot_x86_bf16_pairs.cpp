@@ -9,10 +9,14 @@
 // AVX2's registers, so they spill. One thread, weights in L2, 8 tokens of
 // 7168 columns: 54 GFLOP/s there, 71 here, of a 95 peak.
 //
-// Tiles: 4 rows of one token (decode) in one pass; 4 rows of 2 to 4 tokens
-// in two passes of 2 rows (2 x 4 sums, 4 widened weight vectors and the
-// activations: 16 registers). The first pass's prefetch runs on into the
-// second pass's rows, the second's into the next tile's first rows.
+// Tiles: 4 rows of one or two tokens in one pass (4 x 2 sums, 4 widened
+// activation vectors, one row's pair and the mask: 15 registers); 4 rows of
+// 3 or 4 tokens in two passes of 2 rows (2 x 4 sums, 4 widened weight
+// vectors and the activations: 16). Each sum takes two dependent fmas a
+// step, so a tile needs 8 of them for the FMAs' throughput: a pass of 2
+// rows x 2 tokens would run at half speed. The first pass's prefetch runs
+// on into the second pass's rows, the second's into the next tile's first
+// rows.
 //
 // Every dot sums in one order, whatever the call's tokens and rows: lane k
 // adds, for each 16 columns in order, column 2k's product then column
@@ -30,10 +34,33 @@ constexpr int64_t kStep = 16;  // columns a step: one 256-bit load per row
 inline VF even_cols(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
 inline VF odd_cols(__m256i v, __m256i high) { return _mm256_castsi256_ps(_mm256_and_si256(v, high)); }
 
-// One step of R rows x T tokens from w[i] and a[j] (16 bf16 each).
+// One step of R rows x T tokens from w[i] and a[j] (16 bf16 each). More
+// rows than tokens: the activations widen first and stay, each row's pair
+// in turn (4 x 2: 8 sums, 4 + 2 widened vectors and the mask); otherwise
+// the rows widen first and stay (2 x 4: 8 sums, 4 + 3 and the mask). The
+// same fmas into each sum in the same order either way.
 template <int R, int T>
 inline void pair_step(const uint8_t* const* w, const uint8_t* const* a, size_t at, __m256i high,
                       VF (&acc)[R][T]) {
+  if constexpr (R > T) {
+    VF xe[T], xo[T];
+#pragma GCC unroll 4
+    for (int j = 0; j < T; ++j) {
+      const __m256i x = load256(a[j] + at);
+      xe[j] = even_cols(x);
+      xo[j] = odd_cols(x, high);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      const __m256i v = load256(w[i] + at);
+      const VF we = even_cols(v), wo = odd_cols(v, high);
+#pragma GCC unroll 4
+      for (int j = 0; j < T; ++j) acc[i][j] = vfma(we, xe[j], acc[i][j]);
+#pragma GCC unroll 4
+      for (int j = 0; j < T; ++j) acc[i][j] = vfma(wo, xo[j], acc[i][j]);
+    }
+    return;
+  }
   VF we[R], wo[R];
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
@@ -90,7 +117,7 @@ template <int R, int T>
 struct PairTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
-    if constexpr (R == 4 && T >= 2) {
+    if constexpr (R == 4 && T >= 3) {
       // drive() gives the rows a quarter of the call apart: w[2] - w[0] ==
       // w[3] - w[1]; ah.next leads from each row to its own in the next
       // tile (one row on), or, in a call's last tile, from the last row to
@@ -98,7 +125,7 @@ struct PairTile {
       const intptr_t half = intptr_t(w[2] - w[0]);
       Ahead first = ah, second = ah;
       first.next = half;
-      if (ah.next == intptr_t(p.w_row_stride)) second.next = ah.next - half;
+      if (!ah.to_caller) second.next = ah.next - half;
       pair_dots<2, T>(p.cols, w, a, out, first);
       pair_dots<2, T>(p.cols, w + 2, a, out + 2, second);
     } else {

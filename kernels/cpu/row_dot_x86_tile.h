@@ -155,6 +155,7 @@ constexpr size_t kPrefetch = 2048;
 struct Ahead {
   size_t row_bytes = 0;  // bytes of one weight row
   intptr_t next = 0;     // from a row to the same row of the next tile
+  bool to_caller = false;  // next leads from the call's last tile to the caller's then_rows
   void at(const uint8_t* row, size_t pos) const {
     const size_t t = pos + kPrefetch;
     const uintptr_t q = t < row_bytes ? uintptr_t(row) + t : uintptr_t(row) + uintptr_t(next) + (t - row_bytes);
@@ -241,7 +242,8 @@ void prefetch_next_rows(const RowDotParams& p, const int64_t (&rows)[R], const A
                b1 = span * size_t(share + 1) / size_t(shares);
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
-    const uint8_t* next = p.w + size_t(rows[i]) * p.w_row_stride + size_t(ah.next);
+    // In integers: next may lead below the row or out of the mapping.
+    const uintptr_t next = uintptr_t(p.w + size_t(rows[i]) * p.w_row_stride) + uintptr_t(ah.next);
     for (size_t b = b0; b < b1; ++b) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * b), _MM_HINT_T1);
   }
 }
@@ -284,6 +286,7 @@ void drive(const RowDotParams& p) {
     if (j + 1 == q && p.then_rows && 4 * q == n) {
       Ahead last = ah;
       last.next = intptr_t(uintptr_t(p.then_rows) - uintptr_t(p.w + size_t(rows[3]) * p.w_row_stride));
+      last.to_caller = true;
       tokens<Tile, 4>(p, rows, last);
     } else {
       tokens<Tile, 4>(p, rows, ah);
