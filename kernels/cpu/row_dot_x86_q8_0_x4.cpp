@@ -9,6 +9,7 @@ namespace {
 
 struct Q8_0X4 {
   static constexpr bool kTwoStreams = true;
+  static constexpr int kPairTokens = 3;
   static constexpr int64_t kBlockElems = kQK8_0;
   static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
   template <int G, int T>
@@ -16,6 +17,7 @@ struct Q8_0X4 {
                    size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
 };
 struct Q8_0X4Blocks : Q8_0X4 {
+  static constexpr int kPairTokens = 2;
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
