@@ -72,7 +72,7 @@ struct Meta {
 
 struct Q4KX4 {
   static constexpr bool kTwoStreams = true;
-  static constexpr int kPairTokens = 2;
+  static constexpr int kPairTokens = 3;
   static constexpr int64_t kBlockElems = kQK_K;
   // Prefetch distance for passes of n tokens (one token: kOneTokenAhead).
   // Two and eight tokens lose 6-11% at 1 KiB and keep 2.

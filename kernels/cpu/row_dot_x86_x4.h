@@ -28,8 +28,8 @@ inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
 
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
 // starting at row row0[g]) x T tokens. K::kPairTokens: the tokens a pair of
-// groups takes at a time (2, or 3 for q8_0_x4, whose pairs take every
-// token count; x4_groups). For one or two tokens, x4_rows sets
+// groups takes at a time (2, or 3 where pairs of groups take every token
+// count; x4_groups). For one or two tokens, x4_rows sets
 // (where K::kTwoStreams) two groups side by side, from the two halves of the
 // row range (far-apart streams). On a Zen 4 EPYC four streams (the quarters) had kept DRAM busier
 // than two (Q8_0, DeepSeek-V3 batch 1: 81-88% of the read against 77-84%);
@@ -97,12 +97,15 @@ void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t, const
 // kernel takes them 3 at a time (K::kPairTokens), else one group and up to
 // four tokens at a time.
 //
-// q8_0_x4 takes 2 groups x 3 tokens: each token's block (its broadcast,
-// the vpdpbusd of its -128 bias, its scale) is then made once per 8 rows,
-// not per 4, with 12 sums in registers. The layer at 256 tokens on a Zen 5 EPYC (two threads, the
-// binaries alternated): DeepSeek-V3 (8 tokens an expert) 354-381 against
-// 304-307 GFLOP/s, Qwen3-30B-A3B (16) 383-404 against 338-343; 2 x 4
-// (16 sums) measured the same. A token's floats are the same in any tile.
+// At the avx512 levels both layouts take 2 groups x 3 tokens: each token's
+// block (q8_0_x4: its broadcast, the vpdpbusd of its -128 bias, its scale;
+// q4_k_x4: its 16 broadcasts, bsums and scale) is then made once per 8
+// rows, not per 4, with 12 sums in registers. The layer at 256 tokens on a
+// Zen 5 EPYC (two threads, the binaries alternated), DeepSeek-V3 (8 tokens
+// an expert) and Qwen3-30B-A3B (16): Q8_0 354-381 against 304-307 GFLOP/s
+// and 383-404 against 338-343 (2 x 4, 16 sums, measured the same); Q4_K
+// 674-705 against 511-587 and 677-820 against 516-651 (one round of five
+// the other way). A token's floats are the same in any tile.
 template <class K, int G>
 void x4_groups(const RowDotParams& p, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
   int64_t t = 0;
