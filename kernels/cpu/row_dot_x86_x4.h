@@ -29,9 +29,9 @@ inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
 // starting at row row0[g]) x T tokens. K::kPairTokens: the tokens a pair of
 // groups takes at a time (2, or 3 where pairs of groups take every token
-// count; x4_groups). For one or two tokens, x4_rows sets
-// (where K::kTwoStreams) two groups side by side, from the two halves of the
-// row range (far-apart streams). On a Zen 4 EPYC four streams (the quarters) had kept DRAM busier
+// count; x4_groups). For one or two tokens (and for any number where
+// K::kPairTokens is 3), x4_rows sets (where K::kTwoStreams) two groups side
+// by side, from the two halves of the row range (far-apart streams). On a Zen 4 EPYC four streams (the quarters) had kept DRAM busier
 // than two (Q8_0, DeepSeek-V3 batch 1: 81-88% of the read against 77-84%);
 // on a Zen 5 EPYC, where one core's misses in flight bound a quiet read, the
 // halves won, alternated by repetition in one process (stop 40): one thread,
@@ -97,7 +97,8 @@ void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t, const
 // kernel takes them 3 at a time (K::kPairTokens), else one group and up to
 // four tokens at a time.
 //
-// At the avx512 levels both layouts take 2 groups x 3 tokens: each token's
+// Q8_0X4 and Q4KX4 (the avx512 levels', and the amx level's Q4_K) take 2
+// groups x 3 tokens; the amx level's Q8_0X4Blocks keeps 1 x 4. Each token's
 // block (q8_0_x4: its broadcast, the vpdpbusd of its -128 bias, its scale;
 // q4_k_x4: its 16 broadcasts, bsums and scale) is then made once per 8
 // rows, not per 4, with 12 sums in registers. The layer at 256 tokens on a
@@ -108,6 +109,7 @@ void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t, const
 // the other way). A token's floats are the same in any tile.
 template <class K, int G>
 void x4_groups(const RowDotParams& p, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+  static_assert(K::kPairTokens == 2 || K::kPairTokens == 3);
   int64_t t = 0;
   if constexpr (G == 2) {
     if constexpr (K::kPairTokens == 3)
