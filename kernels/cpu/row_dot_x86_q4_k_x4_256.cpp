@@ -85,7 +85,6 @@ struct Q4KX4Avx2 {
   // 16 registers. One thread on a Zen 3, alternated: 19.2-19.5 -> 21.3-22.4
   // GB/s from L2, 12.2-12.6 -> 13.3-15.7 from DRAM.
   static constexpr bool kTwoStreams = false;
-  static constexpr int kPairTokens = 2;
   static constexpr int64_t kBlockElems = kQK_K;
   static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
   template <int G, int T>

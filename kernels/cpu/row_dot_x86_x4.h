@@ -31,8 +31,9 @@ inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
 // groups takes at a time (2, or 3 where pairs of groups take every token
 // count; x4_groups). For one or two tokens (and for any number where
 // K::kPairTokens is 3), x4_rows sets (where K::kTwoStreams) two groups side
-// by side, from the two halves of the row range (far-apart streams). On a Zen 4 EPYC four streams (the quarters) had kept DRAM busier
-// than two (Q8_0, DeepSeek-V3 batch 1: 81-88% of the read against 77-84%);
+// by side, from the two halves of the row range (far-apart streams). On a
+// Zen 4 EPYC four streams (the quarters) had kept DRAM busier than two
+// (Q8_0, DeepSeek-V3 batch 1: 81-88% of the read against 77-84%);
 // on a Zen 5 EPYC, where one core's misses in flight bound a quiet read, the
 // halves won, alternated by repetition in one process (stop 40): one thread,
 // Q4_K 0.845-0.851 -> 0.917-0.919 of the read (DeepSeek-V3) and 0.841-0.847
@@ -109,9 +110,9 @@ void x4_tokens(const RowDotParams& p, const int64_t (&row0)[G], int64_t t, const
 // the other way). A token's floats are the same in any tile.
 template <class K, int G>
 void x4_groups(const RowDotParams& p, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
-  static_assert(K::kPairTokens == 2 || K::kPairTokens == 3);
   int64_t t = 0;
   if constexpr (G == 2) {
+    static_assert(K::kPairTokens == 2 || K::kPairTokens == 3);
     if constexpr (K::kPairTokens == 3)
       for (; t + 3 <= p.n_tokens; t += 3) x4_tokens<K, 2, 3>(p, row0, t, ah);
     for (; t + 2 <= p.n_tokens; t += 2) x4_tokens<K, 2, 2>(p, row0, t, ah);
