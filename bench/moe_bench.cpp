@@ -25,8 +25,7 @@
 // TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K,
 // Q8_0 and BF16 are stored as the loader stores them on this machine
 // (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with
-// avx512bf16, "/x16"; FP8 rows of 5120 columns or more as fp8_s16 with
-// avx512bf16, "/s16gu" where gate and up are, as DeepSeek-V3's);
+// avx512bf16, "/x16"; FP8 as fp8_x16 with avx512bf16, "/x16" too);
 // --rowmajor keeps plain rows. FP8 experts carry their marks (fp8_marks.h,
 // made once here from the rows, as a loader would; "/mk" in the table),
 // which --fp8-unmarked leaves out. --split-bf16 runs BF16 and FP8 with
@@ -430,8 +429,8 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     if (s.gate_up_layout == tk::WeightLayout::kFp8S16 || s.down_layout == tk::WeightLayout::kFp8S16)
       tname += s.down_layout == tk::WeightLayout::kFp8S16 ? "/s16" : "/s16gu";
     else if (s.gate_up_layout != tk::WeightLayout::kRowMajor || s.down_layout != tk::WeightLayout::kRowMajor)
-      tname += (s.gate_up_layout != tk::WeightLayout::kRowMajor ? s.gate_up_layout : s.down_layout) ==
-                       tk::WeightLayout::kBf16X16
+      tname += tk::layout_group_rows(s.gate_up_layout != tk::WeightLayout::kRowMajor ? s.gate_up_layout
+                                                                                     : s.down_layout) == 16
                    ? "/x16"
                    : "/x4";
     if (!marks.empty()) tname += "/mk";

@@ -257,11 +257,12 @@ TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
   }
 }
 
-// FP8 gate and up slices of 5120 columns or more are stored as fp8_s16 for
-// the avx512bf16 level (kernels::expert_matrix_layout): each exactly the
-// rowmajor slice repacked, its scales and marks those of the rowmajor rows;
-// the down slices (32 columns here) and every other tensor stay as they are.
-TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredSlicedForAvx512Bf16) {
+// FP8 gate and up slices (whole 128-column scale blocks) are stored as
+// fp8_x16 for the avx512bf16 level (kernels::expert_matrix_layout): each
+// exactly the rowmajor slice repacked, its scales and marks those of the
+// rowmajor rows; the down slices (32 columns here, no whole scale block)
+// and every other tensor stay as they are.
+TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredAsX16ForAvx512Bf16) {
   auto src = ModelSource::open(make_model(Arch::kDeepseekV3, DType::kF8E4M3, genmodel::OutFormat::kHf, "long-fp8",
                                          32, 5120));
   BuildOptions plain, s16;
@@ -274,7 +275,7 @@ TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredSlicedForAvx512Bf16) {
   const int sliced = expect_repacked(a, b, [](const ArenaTensor& q) {
     const bool gate_up = q.worker >= 0 && q.dtype == DType::kF8E4M3 && q.name.find("down") == std::string::npos;
     EXPECT_TRUE(!gate_up || q.shape[2] == 5120u) << q.name;
-    return gate_up ? kernels::WeightLayout::kFp8S16 : kernels::WeightLayout::kRowMajor;
+    return gate_up ? kernels::WeightLayout::kFp8X16 : kernels::WeightLayout::kRowMajor;
   });
   EXPECT_GT(sliced, 0);
 }

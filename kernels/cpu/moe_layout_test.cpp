@@ -229,6 +229,37 @@ TEST(MoeLayer, Fp8S16LayerGivesTheRowmajorFloats) {
   }
 }
 
+// FP8 experts stored as fp8_x16 (the arena's layout for FP8 at avx512bf16)
+// agree with the exact layer at every level, for one and two tokens (the
+// four-group tiles) and batches with passes of 9 tokens and more (zeros,
+// subnormals and NaN: Fp8X16's row-dot tests).
+TEST(MoeLayer, Fp8X16LayerAgreesWithTheExactLayerAtEveryLevel) {
+  const int64_t H = 1024, F = 768, E = 3;
+  const Layer L = make_layer(DType::kF8E4M3, DType::kF8E4M3, H, F, E, 98);
+  Layer X = L;
+  for (size_t e = 0; e < size_t(E); ++e) {
+    repack_rows(WeightLayout::kFp8X16, DType::kF8E4M3, X.gate[e].data(), F, H);
+    repack_rows(WeightLayout::kFp8X16, DType::kF8E4M3, X.up[e].data(), F, H);
+    repack_rows(WeightLayout::kFp8X16, DType::kF8E4M3, X.down[e].data(), H, F);
+    X.experts[e].gate = X.gate[e].data();
+    X.experts[e].up = X.up[e].data();
+    X.experts[e].down = X.down[e].data();
+  }
+  X.shape.gate_up_layout = X.shape.down_layout = WeightLayout::kFp8X16;
+  for (int64_t tokens : {1, 2, 30}) {
+    const Routing r = make_routing(tokens, 2, H, E, uint32_t(100 + tokens));
+    std::vector<double> scale;
+    const std::vector<double> want = exact(L, r, scale);
+    for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+      if (!supports(detect_cpu_features(), isa)) continue;
+      SCOPED_TRACE(std::string(isa_name(isa)) + ", " + std::to_string(tokens) + " tokens");
+      const std::vector<float> y = run_layer(X, r, isa, 2);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_LE(std::fabs(y[i] - want[i]), 4e-3 * scale[i] + 1e-7) << "output " << i;
+    }
+  }
+}
+
 TEST(MoeLayer, LayoutsTheTypesCannotTakeAreRefused) {
   Layer L = make_layer(DType::kQ6_K, DType::kQ6_K, 256, 256, 2, 3);
   L.shape.gate_up_layout = WeightLayout::kQ4KX4;

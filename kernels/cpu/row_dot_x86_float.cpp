@@ -369,7 +369,9 @@ void fp8_rowmajor(const RowDotParams& p) {
   if (!try_fp8_loop(p)) drive<Fp8Tile>(p);
 }
 void fp8_rows(const RowDotParams& p) {
-  if (p.layout != WeightLayout::kFp8S16)
+  if (p.layout == WeightLayout::kFp8X16)
+    fp8_x16_rows(p);
+  else if (p.layout != WeightLayout::kFp8S16)
     fp8_rowmajor(p);
   else if (!try_fp8_s16_loop(p))
     fp8_s16_by_groups(p, fp8_rowmajor);
@@ -431,7 +433,9 @@ void fp8_tiles(const RowDotParams& p) {
   if (!try_panel(p) && !try_fp8_wide(p)) drive<Fp8Tile>(p);
 }
 void fp8_rows(const RowDotParams& p) {
-  if (p.layout == WeightLayout::kFp8S16)
+  if (p.layout == WeightLayout::kFp8X16)
+    fp8_x16_rows(p);  // the reference, below avx512bf16
+  else if (p.layout == WeightLayout::kFp8S16)
     fp8_s16_by_groups(p, fp8_tiles);
   else
     fp8_tiles(p);

@@ -64,6 +64,7 @@ LayoutBlocks layout_blocks(WeightLayout l) {
     case WeightLayout::kQ8_0X4: return {kX4Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
     case WeightLayout::kBf16X16: return {kX16Rows, 32, 64, kBf16X16GroupBlock};
     case WeightLayout::kFp8S16: return {kFp8S16Rows, size_t(kFp8S16Cols), size_t(kFp8S16Cols), kFp8S16GroupBlock};
+    case WeightLayout::kFp8X16: return {kFp8X16Rows, size_t(kFp8X16Cols), size_t(kFp8X16Cols), kFp8X16GroupBlock};
     case WeightLayout::kRowMajor: break;
   }
   return {1, 1, 0, 0};
@@ -76,13 +77,14 @@ std::string_view layout_name(WeightLayout l) {
     case WeightLayout::kQ8_0X4: return "q8_0_x4";
     case WeightLayout::kBf16X16: return "bf16_x16";
     case WeightLayout::kFp8S16: return "fp8_s16";
+    case WeightLayout::kFp8X16: return "fp8_x16";
   }
   return "?";
 }
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16,
-                         WeightLayout::kFp8S16})
+                         WeightLayout::kFp8S16, WeightLayout::kFp8X16})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -105,12 +107,10 @@ WeightLayout expert_layout(DType type, CpuIsa isa) {
 }
 
 WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols) {
-  // FP8 rows of 5120 columns or more (DeepSeek-V3's 7168), for the
-  // avx512bf16 level's loop (weight_layout.h); the amx level's FP8 tiles
-  // read rowmajor rows.
-  if (type == DType::kF8E4M3 && isa == CpuIsa::kAvx512Bf16 && cols >= kFp8S16MinCols &&
-      layout_fits(WeightLayout::kFp8S16, type, rows, cols))
-    return WeightLayout::kFp8S16;
+  // FP8 as fp8_x16 for the avx512bf16 level (weight_layout.h; fp8_s16 until
+  // stop 49); the amx level's FP8 tiles read rowmajor rows.
+  if (type == DType::kF8E4M3 && isa == CpuIsa::kAvx512Bf16 && layout_fits(WeightLayout::kFp8X16, type, rows, cols))
+    return WeightLayout::kFp8X16;
   const WeightLayout l = expert_layout(type, isa);
   return layout_fits(l, type, rows, cols) ? l : WeightLayout::kRowMajor;
 }
@@ -118,6 +118,8 @@ WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t 
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   if (l == WeightLayout::kRowMajor) return true;
   const LayoutBlocks b = layout_blocks(l);
+  if (l == WeightLayout::kFp8X16)
+    return type == DType::kF8E4M3 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kFp8X16Cols == 0;
   if (l == WeightLayout::kFp8S16)  // not repacked_layout's (yet): see weight_layout.h
     return type == DType::kF8E4M3 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kFp8S16Cols == 0 &&
            cols <= kFp8S16MaxCols;
@@ -128,6 +130,11 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
 }
 
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
+  if (l == WeightLayout::kFp8X16) {
+    for (int r = 0; r < kFp8X16Rows; ++r)
+      for (int c = 0; c < int(kFp8X16Cols); ++c) g[fp8_x16_offset(r, c)] = rows[r][c];
+    return;
+  }
   if (l == WeightLayout::kFp8S16) {
     // fp8_s16_column: each 16 bytes the interleave of their two halves
     for (int r = 0; r < kFp8S16Rows; ++r)
@@ -161,6 +168,11 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
 }
 
 void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) {
+  if (l == WeightLayout::kFp8X16) {
+    for (int r = 0; r < kFp8X16Rows; ++r)
+      for (int c = 0; c < int(kFp8X16Cols); ++c) rows[r][c] = g[fp8_x16_offset(r, c)];
+    return;
+  }
   if (l == WeightLayout::kFp8S16) {
     for (int r = 0; r < kFp8S16Rows; ++r)
       for (int64_t c = 0; c < kFp8S16Cols; c += 16) {

@@ -55,6 +55,18 @@
 // 0.98-1.12x, 256 tokens 0.99x. Rows of 2048 columns (Qwen3's) lost 3-6%
 // at one token and stay rowmajor.
 //
+// "fp8_x16" (FP8 E4M3, rows a multiple of 16, columns a multiple of 128):
+// every 16 rows form a group, and a group's block b (the 16 rows' scale
+// block of columns 128b..128b+127, 2048 bytes) stores in its 64-byte chunk
+// j the columns 128b + 4j..4j+3 of the 16 rows, byte 16L + 8h + 2q + e
+// holding row 4L + q's column 128b + 4j + 2h + e (fp8_x16_offset). The FP8
+// byte tables' widening (fp8_tables.h: low and high bytes interleaved in
+// each 128-bit lane) turns one chunk into two vectors of 16 rows' column
+// pairs, (4j, 4j + 1) and (4j + 2, 4j + 3), in row order, as bf16_x16 holds
+// them: vdpbf16ps against a broadcast activation pair adds 16 rows at once,
+// and a prefill reuses each widened chunk across the tokens in registers.
+// One scale per group and block (16 divides 128), applied once per block.
+//
 // Same values, same products: the x4 layouts and one-token bf16_x16 give the
 // rowmajor results bit for bit.
 #pragma once
@@ -69,7 +81,7 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8S16 };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8S16, kFp8X16 };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
@@ -106,6 +118,14 @@ inline constexpr int64_t kFp8S16Cols = 1024;  // columns per slice
 inline constexpr int64_t kFp8S16MaxCols = 16384;
 inline constexpr int64_t kFp8S16MinCols = 5120;  // the shortest rows expert_matrix_layout stores as fp8_s16
 inline constexpr size_t kFp8S16GroupBlock = size_t(kFp8S16Rows) * size_t(kFp8S16Cols);
+inline constexpr int kFp8X16Rows = 16;  // rows per group of fp8_x16
+inline constexpr int64_t kFp8X16Cols = 128;  // columns per block: a scale block
+inline constexpr size_t kFp8X16GroupBlock = size_t(kFp8X16Rows) * size_t(kFp8X16Cols);
+// Where row r (0..15) of a group keeps its column c (0..127) of a block in
+// the block's 2048 bytes.
+constexpr size_t fp8_x16_offset(int r, int c) {
+  return 64 * size_t(c / 4) + 16 * size_t(r / 4) + 8 * size_t(c % 4 / 2) + 2 * size_t(r % 4) + size_t(c % 2);
+}
 // fp8_s16's byte b of each 64 (in a row's slice) holds the row's column
 // fp8_s16_column(b) of those 64: bytes 2j and 2j + 1 the columns of word j
 // of the FP8 widening's orders A and B (fp8_tables.h: j / 8 * 16 + j % 8,
@@ -129,8 +149,10 @@ inline int layout_group_rows(WeightLayout l) { return layout_blocks(l).rows; }
 // q4_k_x4 tile one). A caller
 // that cuts a matrix into tasks cuts it into multiples of these rows.
 inline constexpr int kX16TileGroups = 3;
+inline constexpr int kFp8X16TileGroups = 4;  // fp8_x16's one- and two-token tile
 inline int layout_tile_rows(WeightLayout l) {
-  return (l == WeightLayout::kBf16X16 ? kX16TileGroups : 2) * layout_group_rows(l);
+  const int groups = l == WeightLayout::kBf16X16 ? kX16TileGroups : l == WeightLayout::kFp8X16 ? kFp8X16TileGroups : 2;
+  return groups * layout_group_rows(l);
 }
 // The rows a task of a `type` matrix stored as `l` should be a multiple of:
 // the layout's tile rows, and the amx level's 16-row tiles for FP8, which

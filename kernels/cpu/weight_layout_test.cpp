@@ -46,20 +46,20 @@ using testing::rowmajor_params;
 
 TEST(WeightLayout, NamesAndFits) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
-                         WeightLayout::kBf16X16, WeightLayout::kFp8S16})
+                         WeightLayout::kBf16X16, WeightLayout::kFp8S16, WeightLayout::kFp8X16})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
   EXPECT_TRUE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 32, 7168));
   EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 24, 7168));  // whole groups of 16
   EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 16, 768));   // whole slices of 1024
   EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 16, 17408)); // at most kFp8S16MaxCols
   EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kBF16, 16, 1024));
-  // FP8: fp8_s16 for rows of 5120 columns or more at avx512bf16 only
-  // (weight_layout.h), else rowmajor
+  // FP8: fp8_x16 at avx512bf16 only (weight_layout.h) where it fits, else rowmajor
   EXPECT_EQ(expert_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16), WeightLayout::kRowMajor);
-  EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 2048, 7168), WeightLayout::kFp8S16);
-  EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 1024, 5120), WeightLayout::kFp8S16);
-  EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 7168, 2048), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 2048, 7168), WeightLayout::kFp8X16);
+  EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 7168, 2048), WeightLayout::kFp8X16);
+  EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 768, 2048), WeightLayout::kFp8X16);
   EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 8, 7168), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 32, 200), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAmx, 2048, 7168), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512, 2048, 7168), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAvx512Bf16, 32, 128), WeightLayout::kBf16X16);

@@ -112,7 +112,7 @@ TEST_F(ExpertGraphTest, MatchesTheInProcessEngine) {
 }
 
 // A Hugging Face FP8 model whose routed gate and up rows are 5120 columns
-// long: the loader stores them as fp8_s16 where the expert workers run the
+// long: the loader stores them as fp8_x16 where the expert workers run the
 // avx512bf16 level (kernels::expert_matrix_layout), and the graph's logits
 // still match the in-process engine's (f32 arithmetic) within the fixtures'
 // HF tolerance, for a prompt and a decode step.
