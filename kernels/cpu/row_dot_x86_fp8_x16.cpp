@@ -3,9 +3,10 @@
 // rows' column pairs (fp8_tables.h's Fp8Widener, exact for every byte:
 // zeros, subnormals and NaN too), and vdpbf16ps against a broadcast
 // activation pair adds 16 rows' products at once: an outer product, so a
-// prefill widens each chunk once for all the tokens in registers, where the
-// rowmajor loop (row_dot_x86_fp8_loop.cpp) widens each row once per pass of
-// up to 4 tokens and loads 8 activation vectors per 16 vdpbf16ps.
+// prefill widens each chunk once for all the tokens in registers and
+// loads a 4-byte broadcast per token and pair, where the rowmajor loop
+// (row_dot_x86_fp8_loop.cpp) loads 8 activation vectors per 16 vdpbf16ps
+// and is bound by those loads (docs/cpu-kernels.md, stop 48).
 //
 // Every (row, token) sums the same way in any tile, batch or call: per scale
 // block, one f32 lane adds the chunks' pairs (4j, 4j + 1) then (4j + 2,
@@ -108,13 +109,13 @@ void x16_tokens(const RowDotParams& p, int64_t r0, int64_t gstep, int64_t t0, in
     x16_tile<G, NT, false>(tl, b0, b1, a, y);
 }
 
-// Tokens per pass of a tile of G groups: one group takes up to 9 (its 9
-// sums, the widened chunk and the byte tables fill the registers); four
-// groups (decode: four chains hide vdpbf16ps's latency, each chunk's two
-// products depending on each other) take one or two, as the two or three
-// groups left over after them.
+// Tokens per pass of a tile of G groups: one or two groups take up to 9
+// (18 sums, two widened chunks and the byte tables fill the registers);
+// four groups (decode: four chains hide vdpbf16ps's latency, each chunk's
+// two products depending on each other) take one or two, as the two or
+// three groups left over after them.
 template <int G>
-constexpr int kPassTokens = G == 1 ? 9 : 2;
+constexpr int kPassTokens = G <= 2 ? 9 : 2;
 constexpr int64_t kStepBlocks = 8;  // 1024 columns a step when tokens take several passes
 
 template <int G, int NT = kPassTokens<G>>
@@ -144,8 +145,14 @@ void x16_groups(const RowDotParams& p, int64_t r0, int64_t gstep) {
 
 void fp8_x16_rows(const RowDotParams& p) {
   const int64_t groups = (p.row_end - p.row_begin) / kFp8X16Rows;
+  // Three tokens or more: tiles of two groups from the range's halves, each
+  // broadcast pair serving both. One group a tile ran 256 tokens at 0.67x
+  // (tandem-bench-moe, both expert shapes: 388 and 431 GFLOP/s against 577
+  // and 623), 32 tokens at 0.80x-0.98x.
   if (p.n_tokens > kPassTokens<kFp8X16TileGroups>) {
-    for (int64_t g = 0; g < groups; ++g) x16_groups<1>(p, p.row_begin + g * kFp8X16Rows, 1);
+    const int64_t h = groups / 2;
+    for (int64_t j = 0; j < h; ++j) x16_groups<2>(p, p.row_begin + j * kFp8X16Rows, h);
+    if (groups % 2) x16_groups<1>(p, p.row_begin + 2 * h * kFp8X16Rows, 1);
     return;
   }
   // A token or two: tiles of four groups from the range's quarters (group j
