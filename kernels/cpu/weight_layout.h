@@ -48,12 +48,10 @@
 // bytes in order while its activations in use stay one slice (2 KiB of
 // bf16): with rowmajor rows of 7168 columns the one-token loop's 14 KiB of
 // activations fell out of L1 between rows and its stream from DRAM lost
-// 15-25% (docs/cpu-kernels.md, stops 35-36). expert_matrix_layout stores FP8
-// rows of kFp8S16MinCols or more this way for the avx512bf16 level (DeepSeek-V3's
-// gate and up): in its layer, against rowmajor, one token 1.00-1.09x, a
-// split token (as Hugging Face FP8 models run) 0.98-1.07x, 2-32 tokens
-// 0.98-1.12x, 256 tokens 0.99x. Rows of 2048 columns (Qwen3's) lost 3-6%
-// at one token and stay rowmajor.
+// 15-25% (docs/cpu-kernels.md, stops 35-36). expert_matrix_layout stored FP8
+// rows of 5120 columns or more this way for the avx512bf16 level (DeepSeek-V3's
+// gate and up) from stop 35 to 48; since stop 49 it stores FP8 as fp8_x16
+// (below), and the kernels still read fp8_s16 where a caller passes it.
 //
 // "fp8_x16" (FP8 E4M3, rows a multiple of 16, columns a multiple of 128):
 // every 16 rows form a group, and a group's block b (the 16 rows' scale
@@ -66,6 +64,10 @@
 // them: vdpbf16ps against a broadcast activation pair adds 16 rows at once,
 // and a prefill reuses each widened chunk across the tokens in registers.
 // One scale per group and block (16 divides 128), applied once per block.
+// expert_matrix_layout stores FP8 this way for the avx512bf16 level (since
+// stop 49; rowmajor elsewhere, where the amx level's tiles read rows): in
+// its layer against stop 48's layouts, 256 tokens 1.8-2.2x, 32 tokens
+// 1.2-1.7x, one token within the noise (docs/cpu-kernels.md, stop 49).
 //
 // Same values, same products: the x4 layouts and one-token bf16_x16 give the
 // rowmajor results bit for bit.
@@ -116,7 +118,6 @@ inline constexpr size_t kBf16X16GroupBlock = 16 * 64;
 inline constexpr int kFp8S16Rows = 16;  // rows per group of fp8_s16
 inline constexpr int64_t kFp8S16Cols = 1024;  // columns per slice
 inline constexpr int64_t kFp8S16MaxCols = 16384;
-inline constexpr int64_t kFp8S16MinCols = 5120;  // the shortest rows expert_matrix_layout stores as fp8_s16
 inline constexpr size_t kFp8S16GroupBlock = size_t(kFp8S16Rows) * size_t(kFp8S16Cols);
 inline constexpr int kFp8X16Rows = 16;  // rows per group of fp8_x16
 inline constexpr int64_t kFp8X16Cols = 128;  // columns per block: a scale block
