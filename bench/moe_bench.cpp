@@ -426,9 +426,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     const double t = median(times);
     const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
     std::string tname(tandem::name(type));
-    if (s.gate_up_layout == tk::WeightLayout::kFp8S16 || s.down_layout == tk::WeightLayout::kFp8S16)
-      tname += s.down_layout == tk::WeightLayout::kFp8S16 ? "/s16" : "/s16gu";
-    else if (s.gate_up_layout != tk::WeightLayout::kRowMajor || s.down_layout != tk::WeightLayout::kRowMajor)
+    if (s.gate_up_layout != tk::WeightLayout::kRowMajor || s.down_layout != tk::WeightLayout::kRowMajor)
       tname += tk::layout_group_rows(s.gate_up_layout != tk::WeightLayout::kRowMajor ? s.gate_up_layout
                                                                                      : s.down_layout) == 16
                    ? "/x16"

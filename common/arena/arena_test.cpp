@@ -265,12 +265,12 @@ TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
 TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredAsX16ForAvx512Bf16) {
   auto src = ModelSource::open(make_model(Arch::kDeepseekV3, DType::kF8E4M3, genmodel::OutFormat::kHf, "long-fp8",
                                          32, 5120));
-  BuildOptions plain, s16;
-  plain.worker_nodes = s16.worker_nodes = {0};
-  s16.repack_for = kernels::CpuIsa::kAvx512Bf16;
+  BuildOptions plain, x16;
+  plain.worker_nodes = x16.worker_nodes = {0};
+  x16.repack_for = kernels::CpuIsa::kAvx512Bf16;
   Arena::build(run_.file("long-plain"), *src, plain);
-  Arena::build(run_.file("long-s16"), *src, s16);
-  Arena a = Arena::open(run_.file("long-plain")), b = Arena::open(run_.file("long-s16"));
+  Arena::build(run_.file("long-x16"), *src, x16);
+  Arena a = Arena::open(run_.file("long-plain")), b = Arena::open(run_.file("long-x16"));
   expect_matches_engine(a, *src);
   const int sliced = expect_repacked(a, b, [](const ArenaTensor& q) {
     const bool gate_up = q.worker >= 0 && q.dtype == DType::kF8E4M3 && q.name.find("down") == std::string::npos;

@@ -105,28 +105,6 @@ struct Fp8BitWidener {
   }
   __m512i special(__m512i q) const { return _mm512_gf2p8affine_epi64_epi8(q, special_map, 0); }
 };
-
-// Fp8BitWidener's values and orders from fp8_s16's paired bytes
-// (weight_layout.h: 16-bit word j holds order A's byte j low, order B's
-// high), with no affine map and no vpermb: a byte in a word's high half,
-// shifted right 4 with its sign, lands as s s s s s e3 e2 e1 e0 m2 m1 m0
-// (and 4 bits of the low byte), and one vpternlogd keeps bits 15 and 10..4
-// and sets bit 14 (the exponent field 128 + e). Order A's bytes reach the
-// high half by loading the same bytes one further back (`w - 1`, whose
-// first byte lands in the bits the vpternlogd clears). 4 instructions per 64
-// weights, none on the pipes of vdpbf16ps. kMasked: the byte before w is
-// not read (the load masks it off; about 10% slower), for the first 64
-// bytes of a matrix, which may start a mapping.
-struct Fp8PairWidener {
-  __m512i keep = _mm512_set1_epi16(short(0x87F0)), exp_top = _mm512_set1_epi16(0x4000);
-
-  template <bool kMasked>
-  void widen(const uint8_t* w, __m512i& order_a, __m512i& order_b) const {
-    const __m512i a = kMasked ? _mm512_maskz_loadu_epi8(~uint64_t(1), w - 1) : _mm512_loadu_si512(w - 1);
-    order_a = _mm512_ternarylogic_epi32(_mm512_srai_epi16(a, 4), keep, exp_top, 0xEA);  // (a & keep) | exp_top
-    order_b = _mm512_ternarylogic_epi32(_mm512_srai_epi16(_mm512_loadu_si512(w), 4), keep, exp_top, 0xEA);
-  }
-};
 }  // namespace
 #endif
 

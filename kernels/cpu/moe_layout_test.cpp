@@ -197,38 +197,6 @@ TEST(MoeLayer, Fp8MarksGiveTheSameFloats) {
   }
 }
 
-// FP8 experts stored as fp8_s16 (the arena's layout for long FP8 rows at
-// avx512bf16), marked from their rows: the rowmajor layer's floats at every
-// level, for one and two tokens (the sliced loop) and for a batch.
-TEST(MoeLayer, Fp8S16LayerGivesTheRowmajorFloats) {
-  const int64_t H = 2048, F = 2048, E = 3;  // two slices a row: the repack moves bytes
-  Layer L = make_layer(DType::kF8E4M3, DType::kF8E4M3, H, F, E, 95);
-  std::mt19937 rng(96);
-  for (size_t e = 0; e < size_t(E); ++e)
-    for (auto* m : {&L.gate[e], &L.up[e], &L.down[e]})
-      for (int k = 0; k < 4; ++k) (*m)[rng() % m->size()] = uint8_t(k);  // zero and subnormals
-  std::vector<std::vector<uint8_t>> marks;
-  mark_experts(L, marks);
-  Layer X = L;
-  for (size_t e = 0; e < size_t(E); ++e) {
-    repack_rows(WeightLayout::kFp8S16, DType::kF8E4M3, X.gate[e].data(), F, H);
-    repack_rows(WeightLayout::kFp8S16, DType::kF8E4M3, X.up[e].data(), F, H);
-    repack_rows(WeightLayout::kFp8S16, DType::kF8E4M3, X.down[e].data(), H, F);
-    X.experts[e].gate = X.gate[e].data();
-    X.experts[e].up = X.up[e].data();
-    X.experts[e].down = X.down[e].data();
-  }
-  X.shape.gate_up_layout = X.shape.down_layout = WeightLayout::kFp8S16;
-  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
-    if (!supports(detect_cpu_features(), isa)) continue;
-    for (int64_t tokens : {1, 2, 6}) {
-      SCOPED_TRACE(std::string(isa_name(isa)) + ", " + std::to_string(tokens) + " tokens");
-      const Routing r = make_routing(tokens, 2, H, E, uint32_t(97 + tokens));
-      EXPECT_EQ(run_layer(X, r, isa, 2), run_layer(L, r, isa, 2));
-    }
-  }
-}
-
 // FP8 experts stored as fp8_x16 (the arena's layout for FP8 at avx512bf16)
 // agree with the exact layer at every level, for one and two tokens (the
 // four-group tiles) and batches with passes of 9 tokens and more (zeros,

@@ -263,9 +263,9 @@ TEST(Panel, LeavesCallsToTheTiles) {
   const Case g = make_case(DType::kF8E4M3, 16, 1024, 16, rng);
   EXPECT_FALSE(avx2::try_panel(params(g, y, 0, 16, 15)));  // 15 x 1024 fit the buffer
   EXPECT_TRUE(avx2::try_panel(params(g, y, 0, 16, 16)));
-  RowDotParams s16 = params(g, y, 0, 16, 16);
-  s16.layout = WeightLayout::kFp8S16;
-  EXPECT_FALSE(avx2::try_panel(s16));
+  RowDotParams x16 = params(g, y, 0, 16, 16);
+  x16.layout = WeightLayout::kFp8X16;
+  EXPECT_FALSE(avx2::try_panel(x16));
   RowDotParams ordered = params(g, y, 0, 16, 16);
   ordered.gemm_order = true;
   EXPECT_FALSE(avx2::try_panel(ordered));

@@ -24,7 +24,7 @@ void rows_fp8(const RowDotParams& p);
 
 // The repacked layouts (weight_layout.h), the reference way: each group of
 // rows back to rowmajor, each token's activations back to plain (q4_k_x4),
-// then rows_matmul (rows_fp8 for fp8_s16).
+// then rows_matmul (rows_fp8 for fp8_x16).
 void rows_repacked(const RowDotParams& p) {
   const bool q4 = p.layout == WeightLayout::kQ4KX4;
   const LayoutBlocks blocks = layout_blocks(p.layout);

@@ -1,4 +1,4 @@
-// Helpers the layout tests share (weight_layout_test.cpp, fp8_s16_test.cpp):
+// Helpers the layout tests share (weight_layout_test.cpp, fp8_x16_test.cpp):
 // random activations and rowmajor row-dot calls to compare layouts against.
 #pragma once
 

@@ -371,10 +371,8 @@ void fp8_rowmajor(const RowDotParams& p) {
 void fp8_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kFp8X16)
     fp8_x16_rows(p);
-  else if (p.layout != WeightLayout::kFp8S16)
+  else
     fp8_rowmajor(p);
-  else if (!try_fp8_s16_loop(p))
-    fp8_s16_by_groups(p, fp8_rowmajor);
 }
 #else
 void bf16_rows(const RowDotParams& p) {
@@ -435,8 +433,6 @@ void fp8_tiles(const RowDotParams& p) {
 void fp8_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kFp8X16)
     fp8_x16_rows(p);  // the reference, below avx512bf16
-  else if (p.layout == WeightLayout::kFp8S16)
-    fp8_s16_by_groups(p, fp8_tiles);
   else
     fp8_tiles(p);
 }

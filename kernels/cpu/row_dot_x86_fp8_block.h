@@ -1,7 +1,6 @@
-// Pieces the FP8 loops of the avx512bf16 level share: fp8_s16's one-token
-// kernel (row_dot_x86_fp8_s16_one.cpp) and the other loops
-// (row_dot_x86_fp8_loop.cpp). Internal to those sources, as
-// row_dot_x86_tile.h.
+// Pieces of the FP8 loops of the avx512bf16 level (row_dot_x86_fp8_loop.cpp;
+// until stop 49 shared with fp8_s16's one-token kernel). Internal to that
+// source, as row_dot_x86_tile.h.
 #pragma once
 
 #include "kernels/cpu/fp8_tables.h"
@@ -9,18 +8,6 @@
 #include "kernels/cpu/weight_layout.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
-namespace {
-// fp8_s16's paired bytes (weight_layout.h) in column order: byte n of each
-// 64 is the paired 64's byte index[n].
-struct Fp8Unpair {
-  alignas(64) uint8_t index[64];
-  constexpr Fp8Unpair() : index() {
-    for (int b = 0; b < 64; ++b) index[fp8_s16_column(b)] = uint8_t(b);
-  }
-};
-constexpr Fp8Unpair kFp8Unpair{};
-}  // namespace
-
 #if defined(__AVX512BF16__) && defined(__AVX512VBMI__) && defined(__GFNI__)
 namespace {
 // One scale block of one row through the tables (exact for every byte),
@@ -29,14 +16,12 @@ namespace {
 // loop keeps its registers. Not fp8_span<1, 1>, whose lanes are the same: it
 // permutes the activations again per 64 columns (measured through it, the
 // loop ran 3-20% slower with hot weights whose subnormals send some blocks here).
-// Paired: w in fp8_s16's byte order, put back in column order first.
-[[gnu::noinline, gnu::cold]] __m512 fp8_block_by_tables(const uint8_t* w, const uint8_t* xp, bool paired) {
+[[gnu::noinline, gnu::cold]] __m512 fp8_block_by_tables(const uint8_t* w, const uint8_t* xp) {
   const Fp8Widener fp8;
   __m512 acc = _mm512_setzero_ps();
   for (int c = 0; c < int(kFp8ScaleBlock); c += 64) {
-    __m512i wa, wb, q = _mm512_loadu_si512(w + c);
-    if (paired) q = _mm512_permutexvar_epi8(_mm512_load_si512(kFp8Unpair.index), q);
-    fp8.widen(q, wa, wb);
+    __m512i wa, wb;
+    fp8.widen(_mm512_loadu_si512(w + c), wa, wb);
     acc = _mm512_dpbf16_ps(acc, (__m512bh)wa, (__m512bh)_mm512_load_si512(xp + 2 * c));
     acc = _mm512_dpbf16_ps(acc, (__m512bh)wb, (__m512bh)_mm512_load_si512(xp + 2 * c + 64));
   }
@@ -47,13 +32,13 @@ namespace {
 // the running sums (2^8 times the value, as the bit maps give them), or,
 // where the block holds a byte the maps cannot take (`tables`), its sums
 // again through the tables at w (its 128 bytes) and the tokens'
-// activations from column c0 (kPaired: w in fp8_s16's byte order).
-template <int T, bool kPaired = false>
+// activations from column c0.
+template <int T>
 [[gnu::always_inline]] inline void fp8_block_end(bool tables, const __m512 (&blk)[T], const uint8_t* w,
                                                  const uint8_t* const* xp, int64_t c0, float scale, __m512 (&sum)[T]) {
   for (int t = 0; t < T; ++t) {
     if (__builtin_expect(tables, 0))
-      sum[t] = _mm512_fmadd_ps(fp8_block_by_tables(w, xp[t] + 2 * c0, kPaired), _mm512_set1_ps(scale * 0x1p8f),
+      sum[t] = _mm512_fmadd_ps(fp8_block_by_tables(w, xp[t] + 2 * c0), _mm512_set1_ps(scale * 0x1p8f),
                                sum[t]);
     else
       sum[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(scale), sum[t]);
@@ -61,11 +46,6 @@ template <int T, bool kPaired = false>
 }
 
 }  // namespace
-
-// fp8_s16 (weight_layout.h), one token, marked weights (p.fp8_marks), the
-// activations xp permuted into the tables' order (fp8_permute_tokens): the
-// range's bytes in order (row_dot_x86_fp8_s16_one.cpp).
-void fp8_s16_one_token(const RowDotParams& p, const uint8_t* xp);
 #endif
 
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

@@ -10,41 +10,6 @@
 #include "kernels/cpu/row_dot_x86_fp8_block.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
-namespace {
-// fp8_s16: the group of rows r0..r0+15 put back in rows at `rows` (16 x
-// cols bytes), and p's call for them as rows 0..15 of that buffer (one
-// scale row: 16 divides 128).
-RowDotParams fp8_s16_group_as_rows(const RowDotParams& p, int64_t r0, uint8_t* rows) {
-  const size_t row_bytes = size_t(p.cols);
-  const uint8_t* group = p.w + size_t(r0) * row_bytes;
-  for (int64_t s = 0; s < p.cols / kFp8S16Cols; ++s) {
-#if defined(__AVX512VBMI__)
-    const __m512i unpair = _mm512_load_si512(kFp8Unpair.index);
-    const uint8_t* g = group + size_t(s) * kFp8S16GroupBlock;
-    for (int r = 0; r < kFp8S16Rows; ++r)
-      for (int64_t c = 0; c < kFp8S16Cols; c += 64)
-        _mm512_storeu_si512(rows + size_t(r) * row_bytes + size_t(s * kFp8S16Cols + c),
-                            _mm512_permutexvar_epi8(unpair, _mm512_loadu_si512(g + r * kFp8S16Cols + c)));
-#else
-    uint8_t* dst[kMaxGroupRows];
-    for (int r = 0; r < kFp8S16Rows; ++r) dst[r] = rows + size_t(r) * row_bytes + size_t(s) * kFp8S16Cols;
-    unpack_group_block(WeightLayout::kFp8S16, group + size_t(s) * kFp8S16GroupBlock, dst);
-#endif
-  }
-  RowDotParams q = p;
-  q.layout = WeightLayout::kRowMajor;
-  q.w = rows;
-  q.w_row_stride = row_bytes;
-  q.rows = kFp8S16Rows;
-  q.row_begin = 0;
-  q.row_end = kFp8S16Rows;
-  q.scales = p.scales + size_t(r0 / kFp8ScaleBlock) * p.scale_row_stride;
-  if (p.fp8_marks) q.fp8_marks = p.fp8_marks + size_t(r0) * fp8_marks_row_bytes(p.cols);
-  q.y = p.y + r0;
-  q.then_rows = nullptr;
-  return q;
-}
-}  // namespace
 
 #if defined(__AVX512BF16__) && defined(__AVX512VBMI__) && defined(__GFNI__)
 namespace {
@@ -113,23 +78,11 @@ constexpr int64_t kFp8OneTokenAhead = 2048;
 // before unless a running sum is above 2^120 or below 2^-126 in size (there
 // scaling by 2^8 overflows, or no longer rounds as the subnormals did).
 //
-// kForm: the rows' bytes as rowmajor rows (kFp8Rowmajor) or as fp8_s16
-// groups (weight_layout.h; marked weights only, three or more tokens: see
-// try_fp8_s16_loop), a row's block b then at its group's slice b / 8, the
-// paired bytes widened by Fp8PairWidener (kFp8S16First: the call's first
-// row starts the matrix, and the loads of the rows' first block read
-// nothing before it).
-//
 // kNext: a later pass over rows the first found in DRAM (fp8_token_passes)
 // also prefetches the rows after them (rows[i] + 1), a line per 64 weights.
-enum Fp8Form { kFp8Rowmajor, kFp8S16, kFp8S16First };
-
-template <int R, int T, bool kMarked, Fp8Form kForm = kFp8Rowmajor, bool kNext = false>
+template <int R, int T, bool kMarked, bool kNext = false>
 void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp, float* y) {
-  constexpr bool kS16 = kForm != kFp8Rowmajor;
-  static_assert(kMarked || !kS16);
   const Fp8BitWidener fp8;
-  const Fp8PairWidener pair;
   const __m512i below = _mm512_set1_epi8(kFp8SpecialBelow);
   const size_t marks_row = fp8_marks_row_bytes(p.cols);
   const uint8_t* w[R];
@@ -139,14 +92,8 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
   __m512 sum[R][T];
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
-    const auto row_start = [&](int64_t r) {
-      if constexpr (kS16)  // the row's first slice
-        return p.w + size_t(r / kFp8S16Rows) * kFp8S16Rows * size_t(p.cols) + size_t(r % kFp8S16Rows) * kFp8S16Cols;
-      else
-        return p.w + size_t(r) * p.w_row_stride;
-    };
-    w[i] = row_start(rows[i]);
-    next_w[i] = kNext ? row_start(rows[i] + 1) : nullptr;
+    w[i] = p.w + size_t(rows[i]) * p.w_row_stride;
+    next_w[i] = kNext ? w[i] + p.w_row_stride : nullptr;
     sc[i] = p.scales + size_t(rows[i] / kFp8ScaleBlock) * p.scale_row_stride;
     if constexpr (kMarked) {
       const uint8_t* mk = p.fp8_marks + size_t(rows[i]) * marks_row;
@@ -157,12 +104,8 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
   for (int64_t c0 = 0; c0 < p.cols; c0 += kFp8ScaleBlock) {
     __m512 blk[R][T];
     __m512i low[R];
-    // the rows' bytes of this block at wb[i] + (c - c0)
-    const size_t at = kS16 ? size_t(c0 / kFp8S16Cols) * kFp8S16GroupBlock + size_t(c0 % kFp8S16Cols) : size_t(c0);
-    const uint8_t* wb[R];
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
-      wb[i] = w[i] + at;
       low[i] = _mm512_set1_epi8(-1);
       for (int t = 0; t < T; ++t) blk[i][t] = _mm512_setzero_ps();
     }
@@ -184,22 +127,15 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
         // Two tokens (a split token's pair) do twice the arithmetic per
         // byte, and there a prefetcht2 8 KiB ahead took the layer from
         // 74-88% of the read to 85-94% (stop 34).
-        if constexpr (T == 1 && !kS16)
+        if constexpr (T == 1)
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kFp8OneTokenAhead), _MM_HINT_T0);
-        if constexpr (T == 2 && !kS16)
+        if constexpr (T == 2)
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + c + kFp8PairAhead), _MM_HINT_T2);
-        if constexpr (kNext) _mm_prefetch(reinterpret_cast<const char*>(next_w[i] + at + (c - c0)), _MM_HINT_T2);
+        if constexpr (kNext) _mm_prefetch(reinterpret_cast<const char*>(next_w[i] + c), _MM_HINT_T2);
         __m512i wa, wo;
-        if constexpr (kS16) {
-          if (kForm == kFp8S16First && c0 == 0)
-            pair.widen<true>(wb[i] + (c - c0), wa, wo);
-          else
-            pair.widen<false>(wb[i] + (c - c0), wa, wo);
-        } else {
-          const __m512i q = _mm512_loadu_si512(w[i] + c);
-          if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
-          fp8.widen(q, wa, wo);
-        }
+        const __m512i q = _mm512_loadu_si512(w[i] + c);
+        if constexpr (!kMarked) low[i] = _mm512_min_epu8(low[i], fp8.special(q));
+        fp8.widen(q, wa, wo);
         for (int t = 0; t < T; ++t) {
           blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wa, (__m512bh)xa[t]);
           blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wo, (__m512bh)xb[t]);
@@ -213,7 +149,7 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
       const bool tables = kMarked ? __builtin_expect(some_marked, 0) &&
                                         fp8_block_marked(p.fp8_marks + size_t(rows[i]) * marks_row, b)
                                   : _mm512_cmplt_epu8_mask(low[i], below) != 0;
-      fp8_block_end<T, kS16>(tables, blk[i], wb[i], xp, c0, sc[i][b], sum[i]);
+      fp8_block_end<T>(tables, blk[i], w[i] + c0, xp, c0, sc[i][b], sum[i]);
     }
   }
 #pragma GCC unroll 4
@@ -229,8 +165,8 @@ void fp8_one_token_rows(const RowDotParams& p, const int64_t (&rows)[R], const u
 constexpr int kFp8PassTokens = 4;
 
 // One or two tokens: the rows in four far-apart streams (the range's
-// quarters), then the rest one by one. (fp8_s16's one token reads its
-// groups in order, row_dot_x86_fp8_s16_one.cpp; rowmajor rows lost that way.)
+// quarters), then the rest one by one. (fp8_s16's one token read its
+// groups in order, stops 43-48; rowmajor rows lost that way.)
 template <int T, bool kMarked>
 void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const* xp) {
   const int64_t n = p.row_end - p.row_begin, q = n / 4;
@@ -247,15 +183,15 @@ void fp8_one_token_quarters(const RowDotParams& p, const uint8_t* const* xp) {
 }
 
 // Tokens t to t + kFp8PassTokens - 1 (or to the last) of rows `rows`: one pass.
-template <int R, bool kMarked, Fp8Form kForm, bool kNext>
+template <int R, bool kMarked, bool kNext>
 void fp8_token_pass(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp, int64_t t) {
   static_assert(kFp8PassTokens == 4);
   float* y = p.y + size_t(t) * p.y_row_stride;
   switch (std::min<int64_t>(kFp8PassTokens, p.n_tokens - t)) {
-    case 4: fp8_one_token_rows<R, 4, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
-    case 3: fp8_one_token_rows<R, 3, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
-    case 2: fp8_one_token_rows<R, 2, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
-    case 1: fp8_one_token_rows<R, 1, kMarked, kForm, kNext>(p, rows, xp + t, y); break;
+    case 4: fp8_one_token_rows<R, 4, kMarked, kNext>(p, rows, xp + t, y); break;
+    case 3: fp8_one_token_rows<R, 3, kMarked, kNext>(p, rows, xp + t, y); break;
+    case 2: fp8_one_token_rows<R, 2, kMarked, kNext>(p, rows, xp + t, y); break;
+    case 1: fp8_one_token_rows<R, 1, kMarked, kNext>(p, rows, xp + t, y); break;
     default: break;
   }
 }
@@ -268,41 +204,29 @@ void fp8_token_pass(const RowDotParams& p, const int64_t (&rows)[R], const uint8
 // layer's FP8 bytes per second went up 1.13-1.17x (DeepSeek-V3, 8 tokens an
 // expert, two passes) and 1.05x (Qwen3-30B-A3B, 16 tokens, four passes);
 // the layer there is compute-bound at 27-35% of the bf16 peak (stop 39).
-template <int R, bool kMarked, Fp8Form kForm>
+template <int R, bool kMarked>
 void fp8_token_passes(const RowDotParams& p, const int64_t (&rows)[R], const uint8_t* const* xp) {
   for (int64_t t = 0; t < p.n_tokens; t += kFp8PassTokens) {
     if (t == kFp8PassTokens)
-      fp8_token_pass<R, kMarked, kForm, true>(p, rows, xp, t);
+      fp8_token_pass<R, kMarked, true>(p, rows, xp, t);
     else
-      fp8_token_pass<R, kMarked, kForm, false>(p, rows, xp, t);
+      fp8_token_pass<R, kMarked, false>(p, rows, xp, t);
   }
 }
 
 // Three or more tokens: pairs of rows from the range's halves (two streams),
-// each pair through every token before the next pair. fp8_s16 (kS16, marked
-// weights): the pair holding the matrix's row 0 as kFp8S16First.
-template <bool kMarked, bool kS16 = false>
+// each pair through every token before the next pair.
+template <bool kMarked>
 void fp8_token_halves(const RowDotParams& p, const uint8_t* const* xp) {
-  const auto passes = [&]<int R>(const int64_t(&rows)[R]) {
-    if constexpr (kS16) {
-      if (rows[0] == 0)
-        fp8_token_passes<R, kMarked, kFp8S16First>(p, rows, xp);
-      else
-        fp8_token_passes<R, kMarked, kFp8S16>(p, rows, xp);
-    } else {
-      fp8_token_passes<R, kMarked, kFp8Rowmajor>(p, rows, xp);
-    }
-  };
   const int64_t n = p.row_end - p.row_begin, q = n / 2;
-  if constexpr (!kS16)
-    for (int64_t i = 0; i < 2 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
+  for (int64_t i = 0; i < 2 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
     const int64_t rows[2] = {p.row_begin + j, p.row_begin + q + j};
-    passes(rows);
+    fp8_token_passes<2, kMarked>(p, rows, xp);
   }
   if (n % 2) {
     const int64_t rows[1] = {p.row_end - 1};
-    passes(rows);
+    fp8_token_passes<1, kMarked>(p, rows, xp);
   }
 }
 
@@ -330,111 +254,6 @@ void fp8_loop(const RowDotParams& p, const uint8_t* const* xp) {
     fp8_one_token_quarters<2, kMarked>(p, xp);
   else
     fp8_token_halves<kMarked>(p, xp);
-}
-
-// fp8_s16 (weight_layout.h), two tokens (one: fp8_s16_one_token, which
-// reads the groups one by one): the groups of the range's quarters as four
-// streams, R groups a pass; a pass walks its groups slice by slice and, in
-// each slice, row by row, so each stream reads its bytes in order while the
-// activations in use stay one slice's 2 KiB. A row's running sums wait in
-// `run` between its slices (stored and loaded as they are), so every row
-// sums its blocks in the rowmajor loop's order: the same floats as
-// fp8_one_token_rows. Marked weights only (the unmarked search goes through
-// fp8_s16_by_groups).
-//
-// The weights widen through Fp8PairWidener, which reads the byte before
-// each 64: kFirst, the pass whose first group starts the matrix, masks that
-// byte off in the first block of its groups' first row slices (elsewhere
-// in the pass the byte before lies in the matrix).
-template <int R, bool kFirst>
-void fp8_s16_group_pass(const RowDotParams& p, const int64_t (&groups)[R], const uint8_t* const* xp) {
-  constexpr int T = 2;
-  const Fp8PairWidener fp8;
-  const size_t marks_row = fp8_marks_row_bytes(p.cols);
-  const size_t group_bytes = size_t(kFp8S16Rows) * size_t(p.cols);
-  alignas(64) __m512 run[R][kFp8S16Rows][T];
-  for (auto& g : run)
-    for (auto& row : g)
-      for (auto& v : row) v = _mm512_setzero_ps();
-  for (int64_t s0 = 0; s0 < p.cols; s0 += kFp8S16Cols) {
-    const int64_t slice_block = s0 / kFp8ScaleBlock;  // 8 blocks a slice: the marks' byte s0 / 1024
-    for (int k = 0; k < kFp8S16Rows; ++k) {
-      const uint8_t* w[R];
-      const float* sc[R];
-      __m512 sum[R][T];
-      unsigned marked = 0;
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-        const int64_t row = groups[i] * kFp8S16Rows + k;
-        w[i] = p.w + size_t(groups[i]) * group_bytes + size_t(s0) * kFp8S16Rows + size_t(k) * kFp8S16Cols;
-        sc[i] = p.scales + size_t(row / kFp8ScaleBlock) * p.scale_row_stride + slice_block;
-        marked |= p.fp8_marks[size_t(row) * marks_row + size_t(slice_block / 8)];
-        for (int t = 0; t < T; ++t) sum[i][t] = run[i][k][t];
-      }
-#pragma GCC unroll 1
-      for (int64_t b = 0; b < kFp8S16Cols / kFp8ScaleBlock; ++b) {
-        const int64_t lc0 = b * kFp8ScaleBlock, c0 = s0 + lc0;
-        const bool mask = kFirst && c0 == 0 && k == 0;
-        __m512 blk[R][T];
-#pragma GCC unroll 4
-        for (int i = 0; i < R; ++i)
-          for (int t = 0; t < T; ++t) blk[i][t] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-        for (int64_t c = 0; c != kFp8ScaleBlock; c += 64) {
-          __m512i xa[T], xb[T];
-          for (int t = 0; t < T; ++t)
-            xa[t] = _mm512_load_si512(xp[t] + 2 * (c0 + c)), xb[t] = _mm512_load_si512(xp[t] + 2 * (c0 + c) + 64);
-#pragma GCC unroll 4
-          for (int i = 0; i < R; ++i) {
-            // as fp8_one_token_rows: the bytes ahead in this stream
-            _mm_prefetch(reinterpret_cast<const char*>(w[i] + lc0 + c + kFp8PairAhead), _MM_HINT_T2);
-            __m512i wa, wb;
-            if (mask)
-              fp8.widen<true>(w[i] + lc0 + c, wa, wb);
-            else
-              fp8.widen<false>(w[i] + lc0 + c, wa, wb);
-            for (int t = 0; t < T; ++t) {
-              blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wa, (__m512bh)xa[t]);
-              blk[i][t] = _mm512_dpbf16_ps(blk[i][t], (__m512bh)wb, (__m512bh)xb[t]);
-            }
-          }
-        }
-        const bool some_marked = ((marked >> b) & 1) != 0;
-#pragma GCC unroll 4
-        for (int i = 0; i < R; ++i) {
-          const bool tables = __builtin_expect(some_marked, 0) &&
-                              fp8_block_marked(p.fp8_marks + size_t(groups[i] * kFp8S16Rows + k) * marks_row,
-                                               slice_block + b);
-          fp8_block_end<T, true>(tables, blk[i], w[i] + lc0, xp, c0, sc[i][b], sum[i]);
-        }
-      }
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i)
-        for (int t = 0; t < T; ++t) run[i][k][t] = sum[i][t];
-    }
-  }
-  for (int i = 0; i < R; ++i)
-    for (int k = 0; k < kFp8S16Rows; ++k)
-      for (int t = 0; t < T; ++t)
-        p.y[size_t(t) * p.y_row_stride + size_t(groups[i] * kFp8S16Rows + k)] = vsum(run[i][k][t]) * 0x1p-8f;
-}
-
-void fp8_s16_two_tokens(const RowDotParams& p, const uint8_t* const* xp) {
-  const int64_t g0 = p.row_begin / kFp8S16Rows, n = (p.row_end - p.row_begin) / kFp8S16Rows, q = n / 4;
-  for (int64_t j = 0; j < q; ++j) {
-    const int64_t groups[4] = {g0 + j, g0 + q + j, g0 + 2 * q + j, g0 + 3 * q + j};
-    if (groups[0] == 0)
-      fp8_s16_group_pass<4, true>(p, groups, xp);
-    else
-      fp8_s16_group_pass<4, false>(p, groups, xp);
-  }
-  for (int64_t g = g0 + 4 * q; g < g0 + n; ++g) {
-    const int64_t groups[1] = {g};
-    if (g == 0)
-      fp8_s16_group_pass<1, true>(p, groups, xp);
-    else
-      fp8_s16_group_pass<1, false>(p, groups, xp);
-  }
 }
 
 // The loop over rowmajor rows, marked or not, for activations permuted as xp.
@@ -475,44 +294,7 @@ bool try_fp8_loop(const RowDotParams& p) {
   fp8_token_chunks(p, buf, xp, [&](const RowDotParams& c) { fp8_loop_rows(c, xp); });
   return true;
 }
-
-bool try_fp8_s16_loop(const RowDotParams& p) {
-  if (p.layout != WeightLayout::kFp8S16 || p.n_tokens < 1 || p.gemm_order ||
-      !layout_fits(p.layout, p.wtype, p.rows, p.cols))
-    return false;
-  alignas(64) uint8_t buf[2 * kFp8LoopMaxValues];
-  const uint8_t* xp[kFp8LoopMaxValues / kFp8ScaleBlock];
-  if (p.n_tokens <= 2 && p.fp8_marks) {
-    fp8_permute_tokens(p, buf, xp);
-    if (p.n_tokens == 1)
-      fp8_s16_one_token(p, xp[0]);
-    else
-      fp8_s16_two_tokens(p, xp);
-    return true;
-  }
-  // Otherwise try_fp8_loop's chunks of tokens, each permuted once: marked,
-  // the rowmajor loop's pairs of rows from the range's halves, reading each
-  // row's blocks from its group's slices; unmarked (the loop's search for
-  // the bytes the maps cannot take reads column order), over every group
-  // put back in rows.
-  if (p.fp8_marks) {
-    fp8_token_chunks(p, buf, xp, [&](const RowDotParams& c) { fp8_token_halves<true, true>(c, xp); });
-    return true;
-  }
-  alignas(64) uint8_t rows[size_t(kFp8S16Rows) * size_t(kFp8S16MaxCols)];
-  fp8_token_chunks(p, buf, xp, [&](const RowDotParams& c) {
-    for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += kFp8S16Rows)
-      fp8_loop_rows(fp8_s16_group_as_rows(c, r0, rows), xp);
-  });
-  return true;
-}
 #else
 bool try_fp8_loop(const RowDotParams&) { return false; }
-bool try_fp8_s16_loop(const RowDotParams&) { return false; }
 #endif
-
-void fp8_s16_by_groups(const RowDotParams& p, RowDotFn rowmajor) {
-  alignas(64) uint8_t rows[size_t(kFp8S16Rows) * size_t(kFp8S16MaxCols)];
-  for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += kFp8S16Rows) rowmajor(fp8_s16_group_as_rows(p, r0, rows));
-}
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

@@ -42,16 +42,10 @@ void fp8_x16_rows(const RowDotParams& p);
 // row_dot_x86_fp8_loop.cpp: false (nothing done) where this level or call
 // has no such loop.
 bool try_fp8_loop(const RowDotParams& p);
-// FP8 stored as fp8_s16 (weight_layout.h), same file: the sliced loop for
-// one or two tokens with marks (false elsewhere: nothing done), and the
-// reference way for any call, each group of 16 rows back to rowmajor (on the
-// stack, 256 KiB) through `rowmajor`.
-bool try_fp8_s16_loop(const RowDotParams& p);
 // FP8 rowmajor rows below avx512bf16 with the activations widened once per
 // call, row_dot_x86_fp8_wide.cpp: false (nothing done) where they would not
 // fit its buffer.
 bool try_fp8_wide(const RowDotParams& p);
-void fp8_s16_by_groups(const RowDotParams& p, RowDotFn rowmajor);
 // BF16 rowmajor rows at the avx2 level (only there), a column pair per
 // 32-bit lane: row_dot_x86_bf16_pairs.cpp.
 void bf16_pair_rows(const RowDotParams& p);

@@ -3,10 +3,6 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "common/error.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -63,7 +59,6 @@ LayoutBlocks layout_blocks(WeightLayout l) {
     case WeightLayout::kQ4KX4: return {kX4Rows, kQK_K, sizeof(BlockQ4_K), kQ4KX4GroupBlock};
     case WeightLayout::kQ8_0X4: return {kX4Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
     case WeightLayout::kBf16X16: return {kX16Rows, 32, 64, kBf16X16GroupBlock};
-    case WeightLayout::kFp8S16: return {kFp8S16Rows, size_t(kFp8S16Cols), size_t(kFp8S16Cols), kFp8S16GroupBlock};
     case WeightLayout::kFp8X16: return {kFp8X16Rows, size_t(kFp8X16Cols), size_t(kFp8X16Cols), kFp8X16GroupBlock};
     case WeightLayout::kRowMajor: break;
   }
@@ -76,7 +71,6 @@ std::string_view layout_name(WeightLayout l) {
     case WeightLayout::kQ4KX4: return "q4_k_x4";
     case WeightLayout::kQ8_0X4: return "q8_0_x4";
     case WeightLayout::kBf16X16: return "bf16_x16";
-    case WeightLayout::kFp8S16: return "fp8_s16";
     case WeightLayout::kFp8X16: return "fp8_x16";
   }
   return "?";
@@ -84,7 +78,7 @@ std::string_view layout_name(WeightLayout l) {
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16,
-                         WeightLayout::kFp8S16, WeightLayout::kFp8X16})
+                         WeightLayout::kFp8X16})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -107,8 +101,8 @@ WeightLayout expert_layout(DType type, CpuIsa isa) {
 }
 
 WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols) {
-  // FP8 as fp8_x16 for the avx512bf16 level (weight_layout.h; fp8_s16 until
-  // stop 49); the amx level's FP8 tiles read rowmajor rows.
+  // FP8 as fp8_x16 for the avx512bf16 level (weight_layout.h); the amx
+  // level's FP8 tiles read rowmajor rows.
   if (type == DType::kF8E4M3 && isa == CpuIsa::kAvx512Bf16 && layout_fits(WeightLayout::kFp8X16, type, rows, cols))
     return WeightLayout::kFp8X16;
   const WeightLayout l = expert_layout(type, isa);
@@ -120,9 +114,6 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   const LayoutBlocks b = layout_blocks(l);
   if (l == WeightLayout::kFp8X16)
     return type == DType::kF8E4M3 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kFp8X16Cols == 0;
-  if (l == WeightLayout::kFp8S16)  // not repacked_layout's (yet): see weight_layout.h
-    return type == DType::kF8E4M3 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kFp8S16Cols == 0 &&
-           cols <= kFp8S16MaxCols;
   // bf16_x16: whole runs of 64 values, so the one-token kernel's vec_dot
   // order has no tail to sum apart.
   const int64_t block = l == WeightLayout::kBf16X16 ? 64 : int64_t(b.block_elems);
@@ -133,21 +124,6 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
   if (l == WeightLayout::kFp8X16) {
     for (int r = 0; r < kFp8X16Rows; ++r)
       for (int c = 0; c < int(kFp8X16Cols); ++c) g[fp8_x16_offset(r, c)] = rows[r][c];
-    return;
-  }
-  if (l == WeightLayout::kFp8S16) {
-    // fp8_s16_column: each 16 bytes the interleave of their two halves
-    for (int r = 0; r < kFp8S16Rows; ++r)
-      for (int64_t c = 0; c < kFp8S16Cols; c += 16) {
-        uint8_t* d = g + size_t(r) * kFp8S16Cols + size_t(c);
-        const uint8_t* s = rows[r] + c;
-#if defined(__SSE2__)
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi8(x, _mm_srli_si128(x, 8)));
-#else
-        for (int i = 0; i < 8; ++i) d[2 * i] = s[i], d[2 * i + 1] = s[8 + i];
-#endif
-      }
     return;
   }
   if (l == WeightLayout::kBf16X16) {
@@ -171,21 +147,6 @@ void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) 
   if (l == WeightLayout::kFp8X16) {
     for (int r = 0; r < kFp8X16Rows; ++r)
       for (int c = 0; c < int(kFp8X16Cols); ++c) rows[r][c] = g[fp8_x16_offset(r, c)];
-    return;
-  }
-  if (l == WeightLayout::kFp8S16) {
-    for (int r = 0; r < kFp8S16Rows; ++r)
-      for (int64_t c = 0; c < kFp8S16Cols; c += 16) {
-        const uint8_t* d = g + size_t(r) * kFp8S16Cols + size_t(c);
-        uint8_t* s = rows[r] + c;
-#if defined(__SSE2__)
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(d));
-        const __m128i even = _mm_and_si128(x, _mm_set1_epi16(0xFF)), odd = _mm_srli_epi16(x, 8);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(s), _mm_packus_epi16(even, odd));
-#else
-        for (int i = 0; i < 8; ++i) s[i] = d[2 * i], s[8 + i] = d[2 * i + 1];
-#endif
-      }
     return;
   }
   if (l == WeightLayout::kBf16X16) {

@@ -36,23 +36,6 @@
 // same instruction as the rowmajor kernels', and the one-token kernel keeps
 // ggml's vec_dot lanes (per row, pair k of every 64 values in lane k % 32).
 //
-// "fp8_s16" (FP8 E4M3, rows a multiple of 16, columns a multiple of 1024 up
-// to kFp8S16MaxCols): every 16 rows form a group, stored slice by slice:
-// slice s (columns 1024s..1024s+1023, 8 scale blocks) holds the 16 rows'
-// 1024 bytes of it one after another, row r at 1024r, and in each 64 bytes
-// the columns paired (fp8_s16_column): 16-bit word j holds the weights the
-// FP8 loop multiplies with the activations' word j of order A (low byte)
-// and of order B (high byte), so shifts and vpternlogd widen them where
-// rowmajor bytes take an affine map, which runs on vdpbf16ps's pipes on
-// Zen 4, and a vpermb (fp8_tables.h). A kernel reading a group walks its
-// bytes in order while its activations in use stay one slice (2 KiB of
-// bf16): with rowmajor rows of 7168 columns the one-token loop's 14 KiB of
-// activations fell out of L1 between rows and its stream from DRAM lost
-// 15-25% (docs/cpu-kernels.md, stops 35-36). expert_matrix_layout stored FP8
-// rows of 5120 columns or more this way for the avx512bf16 level (DeepSeek-V3's
-// gate and up) from stop 35 to 48; since stop 49 it stores FP8 as fp8_x16
-// (below), and the kernels still read fp8_s16 where a caller passes it.
-//
 // "fp8_x16" (FP8 E4M3, rows a multiple of 16, columns a multiple of 128):
 // every 16 rows form a group, and a group's block b (the 16 rows' scale
 // block of columns 128b..128b+127, 2048 bytes) stores in its 64-byte chunk
@@ -65,7 +48,9 @@
 // and a prefill reuses each widened chunk across the tokens in registers.
 // One scale per group and block (16 divides 128), applied once per block.
 // expert_matrix_layout stores FP8 this way for the avx512bf16 level (since
-// stop 49; rowmajor elsewhere, where the amx level's tiles read rows): in
+// stop 49, where "fp8_s16" stored DeepSeek-V3's long gate and up rows 16 at
+// a time in slices of 1024 columns for its one-token loop from stop 35;
+// rowmajor elsewhere, where the amx level's tiles read rows): in
 // its layer against stop 48's layouts, 256 tokens 1.8-2.2x, 32 tokens
 // 1.2-1.7x, one token within the noise (docs/cpu-kernels.md, stop 49).
 //
@@ -83,7 +68,7 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8S16, kFp8X16 };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16 };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
@@ -115,10 +100,6 @@ inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a gro
 inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
 inline constexpr int kX16Rows = 16;  // rows per group of bf16_x16
 inline constexpr size_t kBf16X16GroupBlock = 16 * 64;
-inline constexpr int kFp8S16Rows = 16;  // rows per group of fp8_s16
-inline constexpr int64_t kFp8S16Cols = 1024;  // columns per slice
-inline constexpr int64_t kFp8S16MaxCols = 16384;
-inline constexpr size_t kFp8S16GroupBlock = size_t(kFp8S16Rows) * size_t(kFp8S16Cols);
 inline constexpr int kFp8X16Rows = 16;  // rows per group of fp8_x16
 inline constexpr int64_t kFp8X16Cols = 128;  // columns per block: a scale block
 inline constexpr size_t kFp8X16GroupBlock = size_t(kFp8X16Rows) * size_t(kFp8X16Cols);
@@ -126,14 +107,6 @@ inline constexpr size_t kFp8X16GroupBlock = size_t(kFp8X16Rows) * size_t(kFp8X16
 // the block's 2048 bytes.
 constexpr size_t fp8_x16_offset(int r, int c) {
   return 64 * size_t(c / 4) + 16 * size_t(r / 4) + 8 * size_t(c % 4 / 2) + 2 * size_t(r % 4) + size_t(c % 2);
-}
-// fp8_s16's byte b of each 64 (in a row's slice) holds the row's column
-// fp8_s16_column(b) of those 64: bytes 2j and 2j + 1 the columns of word j
-// of the FP8 widening's orders A and B (fp8_tables.h: j / 8 * 16 + j % 8,
-// and 8 more).
-constexpr int64_t fp8_s16_column(int64_t b) {
-  const int64_t j = (b % 64) / 2;
-  return b / 64 * 64 + j / 8 * 16 + j % 8 + (b % 2) * 8;
 }
 inline constexpr int kMaxGroupRows = kX16Rows;  // the largest group of any layout
 

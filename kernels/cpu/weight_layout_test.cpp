@@ -3,7 +3,7 @@
 // that equal the rowmajor generic ones bit for bit at every level (the same
 // exact integer sums and the same fmas; bf16_x16's several-token outer
 // product within a stated bound), on ragged row ranges, token counts and
-// gathered activations (fp8_s16: fp8_s16_test.cpp).
+// gathered activations (fp8_x16: fp8_x16_test.cpp).
 #include "kernels/cpu/weight_layout.h"
 
 #include <gtest/gtest.h>
@@ -46,13 +46,9 @@ using testing::rowmajor_params;
 
 TEST(WeightLayout, NamesAndFits) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
-                         WeightLayout::kBf16X16, WeightLayout::kFp8S16, WeightLayout::kFp8X16})
+                         WeightLayout::kBf16X16, WeightLayout::kFp8X16})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
-  EXPECT_TRUE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 32, 7168));
-  EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 24, 7168));  // whole groups of 16
-  EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 16, 768));   // whole slices of 1024
-  EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kF8E4M3, 16, 17408)); // at most kFp8S16MaxCols
-  EXPECT_FALSE(layout_fits(WeightLayout::kFp8S16, DType::kBF16, 16, 1024));
+  EXPECT_FALSE(layout_from_name("fp8_s16"));  // stops 35-48's FP8 layout, gone with layout version 8
   // FP8: fp8_x16 at avx512bf16 only (weight_layout.h) where it fits, else rowmajor
   EXPECT_EQ(expert_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 2048, 7168), WeightLayout::kFp8X16);
