@@ -24,8 +24,8 @@
 // until the thread runs: a third of a Qwen3 layer's batch-1 time).
 // TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K,
 // Q8_0 and BF16 are stored as the loader stores them on this machine
-// (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16 with
-// avx512bf16, "/x16"; FP8 as fp8_x16 with avx512bf16, "/x16" too);
+// (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16,
+// fp8_x16 and q8_0_x16 with avx512bf16, "/x16");
 // --rowmajor keeps plain rows. FP8 experts carry their marks (fp8_marks.h,
 // made once here from the rows, as a loader would; "/mk" in the table),
 // which --fp8-unmarked leaves out. --split-bf16 runs BF16 and FP8 with

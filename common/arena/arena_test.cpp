@@ -237,23 +237,34 @@ int expect_repacked(const Arena& a, const Arena& b,
   return repacked;
 }
 
+// Q4_K and Q8_0 expert slices take the x4 layouts at avx512, and Q8_0 takes
+// q8_0_x16 at avx512bf16 (kernels::expert_matrix_layout).
 TEST_F(ArenaTest, QuantisedExpertSlicesAreRepackedWhenAsked) {
   for (DType dtype : {DType::kQ4_K, DType::kQ8_0}) {
-    SCOPED_TRACE(std::string(name(dtype)));
     const std::string tag(name(dtype));
     auto src = ModelSource::open(make_model(Arch::kQwen3Moe, dtype, genmodel::OutFormat::kGguf, tag));
-    BuildOptions plain, x4;
-    plain.worker_nodes = x4.worker_nodes = {0, 0};
-    x4.repack_for = kernels::CpuIsa::kAvx512Bf16;
+    BuildOptions plain;
+    plain.worker_nodes = {0, 0};
     Arena::build(run_.file(tag + "-plain"), *src, plain);
-    Arena::build(run_.file(tag + "-x4"), *src, x4);
-    Arena a = Arena::open(run_.file(tag + "-plain")), b = Arena::open(run_.file(tag + "-x4"));
-    EXPECT_NE(a.header().plan_hash, b.header().plan_hash);
-    const int repacked = expect_repacked(a, b, [](const ArenaTensor& q) {
-      const kernels::WeightLayout l = kernels::repacked_layout(q.dtype);
-      return q.worker >= 0 && q.shape[1] > 0 ? l : kernels::WeightLayout::kRowMajor;
-    });
-    EXPECT_GT(repacked, 0);
+    Arena a = Arena::open(run_.file(tag + "-plain"));
+    for (kernels::CpuIsa isa : {kernels::CpuIsa::kAvx512, kernels::CpuIsa::kAvx512Bf16}) {
+      SCOPED_TRACE(std::string(name(dtype)) + " for " + std::string(kernels::isa_name(isa)));
+      const std::string file = tag + "-" + std::string(kernels::isa_name(isa));
+      BuildOptions rp = plain;
+      rp.repack_for = isa;
+      Arena::build(run_.file(file), *src, rp);
+      Arena b = Arena::open(run_.file(file));
+      EXPECT_NE(a.header().plan_hash, b.header().plan_hash);
+      const int repacked = expect_repacked(a, b, [isa](const ArenaTensor& q) {
+        if (q.worker < 0 || q.shape[1] == 0) return kernels::WeightLayout::kRowMajor;
+        const kernels::WeightLayout l =
+            kernels::expert_matrix_layout(q.dtype, isa, int64_t(q.shape[1]), int64_t(q.shape[2]));
+        const bool x16 = isa == kernels::CpuIsa::kAvx512Bf16 && q.dtype == DType::kQ8_0;
+        EXPECT_EQ(l, x16 ? kernels::WeightLayout::kQ8_0X16 : kernels::repacked_layout(q.dtype)) << q.name;
+        return l;
+      });
+      EXPECT_GT(repacked, 0);
+    }
   }
 }
 

@@ -427,7 +427,9 @@ struct Q4KGemmOrderTile {
   }
 };
 void q8_0_rows(const RowDotParams& p) {
-  if (p.layout == WeightLayout::kQ8_0X4)
+  if (p.layout == WeightLayout::kQ8_0X16)
+    q8_0_x16_rows(p);
+  else if (p.layout == WeightLayout::kQ8_0X4)
     q8_0_x4_rows(p);
   else
     drive<Q8_0Tile>(p);

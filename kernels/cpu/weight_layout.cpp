@@ -60,6 +60,7 @@ LayoutBlocks layout_blocks(WeightLayout l) {
     case WeightLayout::kQ8_0X4: return {kX4Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
     case WeightLayout::kBf16X16: return {kX16Rows, 32, 64, kBf16X16GroupBlock};
     case WeightLayout::kFp8X16: return {kFp8X16Rows, size_t(kFp8X16Cols), size_t(kFp8X16Cols), kFp8X16GroupBlock};
+    case WeightLayout::kQ8_0X16: return {kX16Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X16GroupBlock};
     case WeightLayout::kRowMajor: break;
   }
   return {1, 1, 0, 0};
@@ -72,13 +73,14 @@ std::string_view layout_name(WeightLayout l) {
     case WeightLayout::kQ8_0X4: return "q8_0_x4";
     case WeightLayout::kBf16X16: return "bf16_x16";
     case WeightLayout::kFp8X16: return "fp8_x16";
+    case WeightLayout::kQ8_0X16: return "q8_0_x16";
   }
   return "?";
 }
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16,
-                         WeightLayout::kFp8X16})
+                         WeightLayout::kFp8X16, WeightLayout::kQ8_0X16})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -105,6 +107,10 @@ WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t 
   // level's FP8 tiles read rowmajor rows.
   if (type == DType::kF8E4M3 && isa == CpuIsa::kAvx512Bf16 && layout_fits(WeightLayout::kFp8X16, type, rows, cols))
     return WeightLayout::kFp8X16;
+  // Q8_0 as q8_0_x16 for the avx512bf16 level (VNNI); the amx level's Q8_0
+  // tiles read q8_0_x4.
+  if (type == DType::kQ8_0 && isa == CpuIsa::kAvx512Bf16 && layout_fits(WeightLayout::kQ8_0X16, type, rows, cols))
+    return WeightLayout::kQ8_0X16;
   const WeightLayout l = expert_layout(type, isa);
   return layout_fits(l, type, rows, cols) ? l : WeightLayout::kRowMajor;
 }
@@ -114,6 +120,8 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   const LayoutBlocks b = layout_blocks(l);
   if (l == WeightLayout::kFp8X16)
     return type == DType::kF8E4M3 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kFp8X16Cols == 0;
+  if (l == WeightLayout::kQ8_0X16)
+    return type == DType::kQ8_0 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kQK8_0 == 0;
   // bf16_x16: whole runs of 64 values, so the one-token kernel's vec_dot
   // order has no tail to sum apart.
   const int64_t block = l == WeightLayout::kBf16X16 ? 64 : int64_t(b.block_elems);
@@ -121,6 +129,13 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
 }
 
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
+  if (l == WeightLayout::kQ8_0X16) {
+    for (int r = 0; r < kX16Rows; ++r) {
+      std::memcpy(g + 2 * r, rows[r], 2);
+      for (int k = 0; k < kQK8_0; ++k) g[q8_0_x16_offset(r, k)] = uint8_t(rows[r][2 + k] ^ 0x80);  // w + 128
+    }
+    return;
+  }
   if (l == WeightLayout::kFp8X16) {
     for (int r = 0; r < kFp8X16Rows; ++r)
       for (int c = 0; c < int(kFp8X16Cols); ++c) g[fp8_x16_offset(r, c)] = rows[r][c];
@@ -144,6 +159,13 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
 }
 
 void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) {
+  if (l == WeightLayout::kQ8_0X16) {
+    for (int r = 0; r < kX16Rows; ++r) {
+      std::memcpy(rows[r], g + 2 * r, 2);
+      for (int k = 0; k < kQK8_0; ++k) rows[r][2 + k] = uint8_t(g[q8_0_x16_offset(r, k)] ^ 0x80);
+    }
+    return;
+  }
   if (l == WeightLayout::kFp8X16) {
     for (int r = 0; r < kFp8X16Rows; ++r)
       for (int c = 0; c < int(kFp8X16Cols); ++c) rows[r][c] = g[fp8_x16_offset(r, c)];

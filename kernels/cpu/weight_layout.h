@@ -26,6 +26,18 @@
 // so one 64-byte load holds two rows' blocks and one load the 4 scales. The
 // activations are plain Q8_0.
 //
+// "q8_0_x16" (Q8_0, rows a multiple of 16): every 16 rows form a group, and
+// a group's block b (the 16 rows' blocks b, 544 bytes) is
+//   d[16]:    the 16 rows' fp16 scales;
+//   qs[512]:  in chunk j (64 bytes from 32 + 64j) row r's values 4j..4j+3
+//             at 4r, each as the unsigned byte w + 128 (q8_0_x16_offset),
+// so one vpdpbusd against a token's 4 broadcast values adds 16 rows' exact
+// partial sums at once (an outer product, as bf16_x16's), and each block
+// ends in one fma per 16 rows and token with the 16 scales in a vector.
+// The floats are its own (one fma per block, as the amx level's Q8_0
+// tiles), within Q8_0's bound of the reference. expert_matrix_layout
+// stores Q8_0 this way for the avx512bf16 level (VNNI; since stop 49).
+//
 // "bf16_x16" (BF16, rows a multiple of 16, columns of 64): every 16 rows
 // form a group, and a group's block b (the 16 rows' values 32b..32b+31,
 // 1024 bytes) stores at 64k + 4r row r's pair k (values 32b + 2k and
@@ -68,7 +80,7 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16 };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16, kQ8_0X16 };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
@@ -98,7 +110,10 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
 inline constexpr int kX4Rows = 4;  // rows per group of the x4 layouts
 inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a group
 inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
-inline constexpr int kX16Rows = 16;  // rows per group of bf16_x16
+inline constexpr int kX16Rows = 16;  // rows per group of bf16_x16 and q8_0_x16
+inline constexpr size_t kQ8_0X16GroupBlock = 16 * 34;
+// Where row r (0..15) keeps its value k (0..31) of a q8_0_x16 group block.
+constexpr size_t q8_0_x16_offset(int r, int k) { return 32 + 64 * size_t(k / 4) + 4 * size_t(r) + size_t(k % 4); }
 inline constexpr size_t kBf16X16GroupBlock = 16 * 64;
 inline constexpr int kFp8X16Rows = 16;  // rows per group of fp8_x16
 inline constexpr int64_t kFp8X16Cols = 128;  // columns per block: a scale block
@@ -119,8 +134,8 @@ struct LayoutBlocks {
 LayoutBlocks layout_blocks(WeightLayout l);
 inline int layout_group_rows(WeightLayout l) { return layout_blocks(l).rows; }
 // Groups the widest tile of a layout's kernels reads side by side (rowmajor:
-// rows): bf16_x16's prefill tile takes three, the x4 tiles two (avx2's
-// q4_k_x4 tile one). A caller
+// rows): bf16_x16's prefill tile takes three, fp8_x16's one-token tile
+// four, the x4 tiles and q8_0_x16's two (avx2's q4_k_x4 tile one). A caller
 // that cuts a matrix into tasks cuts it into multiples of these rows.
 inline constexpr int kX16TileGroups = 3;
 inline constexpr int kFp8X16TileGroups = 4;  // fp8_x16's one- and two-token tile

@@ -46,7 +46,7 @@ using testing::rowmajor_params;
 
 TEST(WeightLayout, NamesAndFits) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
-                         WeightLayout::kBf16X16, WeightLayout::kFp8X16})
+                         WeightLayout::kBf16X16, WeightLayout::kFp8X16, WeightLayout::kQ8_0X16})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
   EXPECT_FALSE(layout_from_name("fp8_s16"));  // stops 35-48's FP8 layout, gone with layout version 8
   // FP8: fp8_x16 at avx512bf16 only (weight_layout.h) where it fits, else rowmajor
@@ -62,6 +62,11 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAvx512Bf16, 32, 96), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kQ4_K, CpuIsa::kAvx512, 8, 512), WeightLayout::kQ4KX4);
   EXPECT_EQ(expert_matrix_layout(DType::kQ4_K, CpuIsa::kAvx512, 6, 512), WeightLayout::kRowMajor);
+  // Q8_0: q8_0_x16 at avx512bf16 where it fits, else q8_0_x4; the amx level keeps q8_0_x4 for its tiles
+  EXPECT_EQ(expert_matrix_layout(DType::kQ8_0, CpuIsa::kAvx512Bf16, 32, 96), WeightLayout::kQ8_0X16);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ8_0, CpuIsa::kAvx512Bf16, 8, 96), WeightLayout::kQ8_0X4);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ8_0, CpuIsa::kAvx512, 32, 96), WeightLayout::kQ8_0X4);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ8_0, CpuIsa::kAmx, 32, 96), WeightLayout::kQ8_0X4);
   EXPECT_FALSE(layout_from_name("q4_k_x8"));
   EXPECT_TRUE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 8, 512));
   EXPECT_FALSE(layout_fits(WeightLayout::kQ4KX4, DType::kQ4_K, 6, 512));
