@@ -26,8 +26,9 @@ inline constexpr uint32_t kFormatVersion = 1;
 // in two words per row (weight_layout.h); 6: routed FP8 experts as F8_E4M3
 // with .scale and .marks placements (arena_plan.h); 7: FP8 gate and up
 // slices of 5120 columns or more as fp8_s16, its bytes paired
-// (weight_layout.h); 8: routed FP8 slices of whole scale blocks as fp8_x16
-// (weight_layout.h). Arena::open refuses another.
+// (weight_layout.h); 8: routed FP8 slices of whole scale blocks as fp8_x16,
+// and Q8_0 slices as q8_0_x16 for avx512bf16 (weight_layout.h). Arena::open
+// refuses another.
 inline constexpr uint32_t kLayoutVersion = 8;
 inline constexpr uint64_t kHeaderBytes = 4096;
 
