@@ -1,6 +1,6 @@
 // FP8 E4M3 -> bf16 through two 128-entry byte tables (vpermi2b), shared by
-// the FP8 kernels of every level that has VBMI (row_dot_x86_float.cpp and
-// row_dot_x86_fp8_loop.cpp) and
+// the FP8 kernels of every level that has VBMI (row_dot_x86_float.cpp,
+// row_dot_x86_fp8_loop.cpp and row_dot_x86_fp8_x16.cpp) and
 // the amx level's (row_dot_amx_fp8.cpp), and the widening step itself for
 // translation units compiled with VBMI (internal linkage: each level's copy
 // keeps its own flags).

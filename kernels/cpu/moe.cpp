@@ -99,8 +99,9 @@ double expert_bytes(const MoeShape& s) {
          double(*bytes_for(s.down_type, uint64_t(s.ffn))) * double(s.hidden);
 }
 
-// Down rows a B task takes a multiple of: whole tiles (pairs of x4 groups,
-// triples of bf16_x16 groups, FP8's 16-row amx tiles).
+// Down rows a B task takes a multiple of: whole tiles (task_rows: pairs of
+// x4 and q8_0_x16 groups, triples of bf16_x16 groups, fours of fp8_x16
+// groups, FP8's 16-row amx tiles).
 int64_t down_step(const MoeShape& s) { return std::lcm<int64_t>(4, task_rows(s.down_layout, s.down_type)); }
 
 // Chunks of about task_bytes of weights.
@@ -111,8 +112,7 @@ void size_tasks(const MoeShape& s, double task_bytes, Layout& l) {
                                           info(row_dot_activation_type(s.down_type)).block_elems);
   const double gu_row = double(*bytes_for(s.gate_up_type, uint64_t(s.hidden)));
   const double d_row = double(*bytes_for(s.down_type, uint64_t(s.ffn)));
-  // Tasks take whole tiles (pairs of x4 groups, triples of bf16_x16 groups,
-  // FP8's 16-row amx tiles).
+  // Tasks take whole tiles (task_rows, as down_step).
   const int64_t a_step = std::lcm<int64_t>(block, task_rows(s.gate_up_layout, s.gate_up_type));
   const int64_t b_step = down_step(s);
   l.chunk_a = round_up(std::max<int64_t>(16, int64_t(task_bytes / (2 * gu_row))), a_step);

@@ -162,6 +162,42 @@ TEST(Q8_0X16, TokensGetTheSameFloatsInAnyBatchAndCut) {
   }
 }
 
+// Calls of more tokens than the kernel prepares at once (8192 token blocks:
+// 36 tokens of 7168 columns) take chunks, with the same floats as the
+// tokens alone and within the bound of the reference.
+TEST(Q8_0X16, ManyTokensTakeChunksWithTheSameFloats) {
+  std::mt19937 rng(56);
+  const int64_t rows = 32, cols = 7168, tokens = 40;
+  const Q8Matrix m = make_matrix(rows, cols, rng);
+  const size_t ab = row_dot_activation_bytes(kType, cols);
+  const std::vector<float> x = random_x(tokens * cols, rng);
+  std::vector<uint8_t> a(ab * size_t(tokens));
+  convert_row_dot_activations(kType, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+  RowDotParams pr = rowmajor_params(kType, m.w.data(), m.row_bytes, rows, cols, a.data(), ab, tokens, 0, rows);
+  std::vector<float> ref(pr.y_row_stride * size_t(tokens));
+  pr.y = ref.data();
+  generic::find(kType)(pr);
+  for (CpuIsa isa : {CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+    if (!supports(detect_cpu_features(), isa)) continue;
+    SCOPED_TRACE(isa_name(isa));
+    RowDotParams all = x16_params(m, a.data(), ab, tokens, 0, rows);
+    std::vector<float> y(all.y_row_stride * size_t(tokens));
+    all.y = y.data();
+    row_dot_for(isa, kType)(all);
+    for (int64_t t : {0, 35, 36, 39}) {
+      RowDotParams one = x16_params(m, a.data() + ab * size_t(t), ab, 1, 0, rows);
+      std::vector<float> y1(one.y_row_stride);
+      one.y = y1.data();
+      row_dot_for(isa, kType)(one);
+      for (int64_t r = 0; r < rows; ++r) {
+        const size_t i = size_t(t) * all.y_row_stride + size_t(r);
+        ASSERT_EQ(y[i], y1[size_t(r)]) << "token " << t << ", row " << r;
+        ASSERT_NEAR(y[i], ref[i], 1e-4 * std::fabs(ref[i]) + 1e-3) << "token " << t << ", row " << r;
+      }
+    }
+  }
+}
+
 // The bytes' places: q8_0_x16_offset and the scales cover a block once,
 // pack and unpack are inverse, and shapes the layout cannot hold are refused.
 TEST(Q8_0X16, LayoutPlacesEveryByteOnce) {

@@ -3,7 +3,8 @@
 // affine byte maps (fp8_tables.h), the blocks the maps cannot take summed
 // through the byte tables, found by a search or by the weights' marks
 // (fp8_marks.h). The same floats as row_dot_x86_float.cpp's Fp8Tile, whose
-// fp8_rows calls this first (docs/cpu-kernels.md, "FP8, one token").
+// fp8_rows calls this first for rowmajor rows (docs/cpu-kernels.md, "FP8,
+// one token"; fp8_x16 goes to row_dot_x86_fp8_x16.cpp).
 #include <algorithm>
 
 #include "kernels/cpu/fp8_marks.h"

@@ -8,8 +8,8 @@
 //
 // Each (row, token) block sum is exact: the lane starts at -128 * the
 // token's block sum (what the stored + 128 adds) and adds the 8 chunks'
-// products. Then y = fma(float(sum), d_w * d_x, y) per block in order (the
-// first block: y = float(sum) * (d_w * d_x)), in any tile, batch or call, so
+// products. Then y = fma(float(sum), d_w * d_x, y) per block in order, from
+// y = 0, in any tile, batch or call, so
 // a token gets the same floats alone or with others. Tested against the
 // reference within Q8_0's bound.
 #include <algorithm>
@@ -175,19 +175,14 @@ void x16_rows(const RowDotParams& p, const Tokens& tk, int64_t n) {
 }  // namespace
 
 void q8_0_x16_rows(const RowDotParams& p) {
-  const int64_t nb = p.cols / kQK8_0, chunk = std::max<int64_t>(1, kTokenBlocks / nb);
+  const int64_t nb = p.cols / kQK8_0;
+  // Rows of more than kTokenBlocks blocks (262144 values; no model's experts
+  // have them) go to the reference, which allocates.
+  if (nb > kTokenBlocks) return generic::find(DType::kQ8_0)(p);
+  const int64_t chunk = kTokenBlocks / nb;
   TokenBlock tb[kTokenBlocks];
   for (int64_t t0 = 0; t0 < p.n_tokens; t0 += chunk) {
     const int64_t n = std::min(chunk, p.n_tokens - t0);
-    if (n * nb > kTokenBlocks) {  // rows longer than the buffer: the reference
-      RowDotParams q = p;
-      q.n_tokens = n;
-      if (p.a_rows) q.a_rows = p.a_rows + t0;
-      else q.a = p.a + size_t(t0) * p.a_row_bytes;
-      q.y = p.y + size_t(t0) * p.y_row_stride;
-      generic::find(DType::kQ8_0)(q);
-      continue;
-    }
     for (int64_t t = 0; t < n; ++t) {
       const uint8_t* x = activation_row(p, t0 + t);
       for (int64_t b = 0; b < nb; ++b) tb[t * nb + b] = token_block(x + kXBlock * size_t(b));

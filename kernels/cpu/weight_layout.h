@@ -96,8 +96,9 @@ WeightLayout repacked_layout(DType type);
 WeightLayout expert_layout(DType type, CpuIsa isa);
 
 // The layout to store one routed-expert matrix of `type` (rows x cols, a
-// worker's slice) in for kernels of level `isa`: expert_layout's where it
-// fits, else rowmajor.
+// worker's slice) in for kernels of level `isa`: at avx512bf16 fp8_x16 for
+// FP8 and q8_0_x16 for Q8_0 where they fit, otherwise expert_layout's where
+// it fits, else rowmajor.
 WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols);
 
 // Whether `l` can hold a rows x cols matrix of `type` (rowmajor: always).
@@ -133,8 +134,9 @@ struct LayoutBlocks {
 };
 LayoutBlocks layout_blocks(WeightLayout l);
 inline int layout_group_rows(WeightLayout l) { return layout_blocks(l).rows; }
-// Groups the widest tile of a layout's kernels reads side by side (rowmajor:
-// rows): bf16_x16's prefill tile takes three, fp8_x16's one-token tile
+// Groups the widest tile of a layout's kernels reads at once (rowmajor:
+// rows; taken from the range's halves, thirds or quarters, so a task of
+// whole tiles keeps them whole): bf16_x16's prefill tile takes three, fp8_x16's one-token tile
 // four, the x4 tiles and q8_0_x16's two (avx2's q4_k_x4 tile one). A caller
 // that cuts a matrix into tasks cuts it into multiples of these rows.
 inline constexpr int kX16TileGroups = 3;
