@@ -22,9 +22,12 @@
 namespace tandem::kernels {
 namespace {
 
-using testing::random_x;
+using testing::Activations;
+using testing::agrees_within;
+using testing::random_activations;
 using testing::reversed_rows;
 using testing::rowmajor_params;
+using testing::same_floats_in_any_batch_and_cut;
 
 struct Fp8Matrix {
   int64_t rows, cols;
@@ -77,17 +80,15 @@ TEST(Fp8X16, RowDotsAgreeWithGenericAtEveryLevel) {
     for (int64_t rows : {16, 80, 176}) {
       if (cols == 7168 && rows > 80) continue;
       const Fp8Matrix m = make_matrix(rows, cols, rng);
-      const size_t ab = row_dot_activation_bytes(type, cols);
       const double bound = double(130 + cols / 128) * 0x1p-24;
       for (int64_t tokens : cols == 7168 ? std::vector<int64_t>{1, 10} : std::vector<int64_t>{1, 2, 3, 9, 10, 19}) {
-        const std::vector<float> x = random_x(tokens * cols, rng);
-        std::vector<uint8_t> a(ab * size_t(tokens));
-        convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
-        const std::vector<const uint8_t*> gathered = reversed_rows(a, ab, tokens);
+        const Activations a = random_activations(type, tokens, cols, rng);
+        const std::vector<const uint8_t*> gathered = reversed_rows(a.bytes, a.ab, tokens);
+        const auto abs_dot_of = [&](int64_t t, int64_t r) { return abs_dot(m, a.row(t), r); };
         // the whole matrix, and a range that skips a group at each end
         for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {16, rows - 16}}) {
           if (r1 <= r0) continue;
-          RowDotParams pr = rowmajor_params(type, m.w.data(), size_t(cols), rows, cols, a.data(), ab, tokens, r0, r1);
+          RowDotParams pr = rowmajor_params(type, m.w.data(), size_t(cols), rows, cols, a.row(0), a.ab, tokens, r0, r1);
           pr.scales = m.scales.data();
           pr.scale_row_stride = m.scale_stride;
           std::vector<float> ref(pr.y_row_stride * size_t(tokens), -7.0f);
@@ -99,28 +100,13 @@ TEST(Fp8X16, RowDotsAgreeWithGenericAtEveryLevel) {
               SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) + ", " +
                            std::to_string(tokens) + " tokens, rows [" + std::to_string(r0) + ", " +
                            std::to_string(r1) + ")" + (gather ? ", gathered" : ""));
-              RowDotParams p = x16_params(m, a.data(), ab, tokens, r0, r1);
+              RowDotParams p = x16_params(m, a.row(0), a.ab, tokens, r0, r1);
               p.a_rows = gather ? gathered.data() : nullptr;
               std::vector<float> y(ref.size(), -7.0f);
               p.y = y.data();
               row_dot_check(p);
               row_dot_for(isa, type)(p);
-              for (int64_t t = 0; t < tokens; ++t) {
-                const uint8_t* at = a.data() + ab * size_t(gather ? tokens - 1 - t : t);
-                for (int64_t r = 0; r < rows + 1; ++r) {
-                  const size_t i = size_t(t) * p.y_row_stride + size_t(r);
-                  const float want = gather ? ref[size_t(tokens - 1 - t) * p.y_row_stride + size_t(r)] : ref[i];
-                  if (r < r0 || r >= r1) {
-                    ASSERT_EQ(y[i], -7.0f) << "wrote outside its rows: row " << r;
-                    continue;
-                  }
-                  const double s = abs_dot(m, at, r), d = std::fabs(double(y[i]) - double(want));
-                  ASSERT_TRUE(std::isfinite(y[i]) && d <= bound * s + 1e-30)
-                      << "row " << r << " token " << t << ": " << y[i] << " vs " << want << " (bound " << bound * s
-                      << ")";
-                  if (s > 0) worst = std::max(worst, d / s);
-                }
-              }
+              ASSERT_TRUE(agrees_within(p, y, ref, gather, bound, abs_dot_of, worst));
             }
           }
         }
@@ -131,39 +117,19 @@ TEST(Fp8X16, RowDotsAgreeWithGenericAtEveryLevel) {
 }
 
 // One token's floats do not depend on the tokens beside it (1..19 in a
-// call: every tile and pass) nor on where a call's rows start.
+// call: every tile and pass) nor on where a call's rows start (cut at 48,
+// not a multiple of the 4-group tile, and 112).
 TEST(Fp8X16, TokensGetTheSameFloatsInAnyBatchAndCut) {
   std::mt19937 rng(44);
-  const DType type = DType::kF8E4M3;
   const int64_t rows = 208, cols = 2304, tokens = 19;
   const Fp8Matrix m = make_matrix(rows, cols, rng);
-  const size_t ab = row_dot_activation_bytes(type, cols);
-  const std::vector<float> x = random_x(tokens * cols, rng);
-  std::vector<uint8_t> a(ab * size_t(tokens));
-  convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+  const Activations a = random_activations(DType::kF8E4M3, tokens, cols, rng);
   for (CpuIsa isa : {CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
     if (!supports(detect_cpu_features(), isa)) continue;
     SCOPED_TRACE(isa_name(isa));
-    RowDotParams all = x16_params(m, a.data(), ab, tokens, 0, rows);
-    std::vector<float> y_all(all.y_row_stride * size_t(tokens));
-    all.y = y_all.data();
-    row_dot_for(isa, type)(all);
-    for (int64_t batch : {1, 2, 3, 8, 10}) {
-      for (int64_t t0 = 0; t0 < tokens; t0 += batch) {
-        const int64_t n = std::min(batch, tokens - t0);
-        // rows cut at 48 (not a multiple of the 4-group tile) and 112
-        for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 48}, {48, 112}, {112, rows}}) {
-          RowDotParams p = x16_params(m, a.data() + ab * size_t(t0), ab, n, r0, r1);
-          std::vector<float> y(p.y_row_stride * size_t(n), -7.0f);
-          p.y = y.data();
-          row_dot_for(isa, type)(p);
-          for (int64_t t = 0; t < n; ++t)
-            for (int64_t r = r0; r < r1; ++r)
-              ASSERT_EQ(y[size_t(t) * p.y_row_stride + size_t(r)], y_all[size_t(t0 + t) * all.y_row_stride + size_t(r)])
-                  << "batch " << batch << ", token " << t0 + t << ", row " << r;
-        }
-      }
-    }
+    EXPECT_TRUE(same_floats_in_any_batch_and_cut(
+        isa, rows, tokens, {1, 2, 3, 8, 10}, {{0, 48}, {48, 112}, {112, rows}},
+        [&](int64_t t0, int64_t n, int64_t r0, int64_t r1) { return x16_params(m, a.row(t0), a.ab, n, r0, r1); }));
   }
 }
 
@@ -177,14 +143,11 @@ TEST(Fp8X16, NanBytesReachOnlyTheirRows) {
   m.w[size_t(38 * cols + 3)] = 0xFF;
   m.x16 = m.w;
   repack_rows(WeightLayout::kFp8X16, type, m.x16.data(), rows, cols);
-  const size_t ab = row_dot_activation_bytes(type, cols);
   for (int64_t tokens : {1, 4}) {
-    const std::vector<float> x = random_x(tokens * cols, rng);
-    std::vector<uint8_t> a(ab * size_t(tokens));
-    convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+    const Activations a = random_activations(type, tokens, cols, rng);
     for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
       if (!supports(detect_cpu_features(), isa)) continue;
-      RowDotParams p = x16_params(m, a.data(), ab, tokens, 0, rows);
+      RowDotParams p = x16_params(m, a.row(0), a.ab, tokens, 0, rows);
       std::vector<float> y(p.y_row_stride * size_t(tokens));
       p.y = y.data();
       row_dot_for(isa, type)(p);

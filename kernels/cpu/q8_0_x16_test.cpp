@@ -23,9 +23,12 @@
 namespace tandem::kernels {
 namespace {
 
-using testing::random_x;
+using testing::Activations;
+using testing::agrees_within;
+using testing::random_activations;
 using testing::reversed_rows;
 using testing::rowmajor_params;
+using testing::same_floats_in_any_batch_and_cut;
 
 constexpr DType kType = DType::kQ8_0;
 
@@ -71,19 +74,21 @@ TEST(Q8_0X16, RowDotsAgreeWithGenericAtEveryLevel) {
     for (int64_t rows : {16, 80, 176}) {
       if (cols == 7168 && rows > 80) continue;
       const Q8Matrix m = make_matrix(rows, cols, rng);
-      const size_t ab = row_dot_activation_bytes(kType, cols);
       const double bound = double(2 * (3 + cols / 32)) * 0x1p-24;
       for (int64_t tokens : cols == 7168 ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 2, 3, 6, 7, 13}) {
-        const std::vector<float> x = random_x(tokens * cols, rng);
-        std::vector<uint8_t> a(ab * size_t(tokens));
-        convert_row_dot_activations(kType, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+        const Activations a = random_activations(kType, tokens, cols, rng);
         std::vector<float> xd(size_t(tokens * cols));
-        for (int64_t t = 0; t < tokens; ++t)
-          dequantize_generic(kType, a.data() + ab * size_t(t), xd.data() + t * cols, size_t(cols));
-        const std::vector<const uint8_t*> gathered = reversed_rows(a, ab, tokens);
+        for (int64_t t = 0; t < tokens; ++t) dequantize_generic(kType, a.row(t), xd.data() + t * cols, size_t(cols));
+        const auto abs_dot = [&](int64_t t, int64_t r) {
+          double s = 0;
+          for (int64_t c = 0; c < cols; ++c)
+            s += std::fabs(double(m.deq[size_t(r * cols + c)]) * xd[size_t(t * cols + c)]);
+          return s;
+        };
+        const std::vector<const uint8_t*> gathered = reversed_rows(a.bytes, a.ab, tokens);
         for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {16, rows - 16}}) {
           if (r1 <= r0) continue;
-          RowDotParams pr = rowmajor_params(kType, m.w.data(), m.row_bytes, rows, cols, a.data(), ab, tokens, r0, r1);
+          RowDotParams pr = rowmajor_params(kType, m.w.data(), m.row_bytes, rows, cols, a.row(0), a.ab, tokens, r0, r1);
           std::vector<float> ref(pr.y_row_stride * size_t(tokens), -7.0f);
           pr.y = ref.data();
           generic::find(kType)(pr);
@@ -93,31 +98,13 @@ TEST(Q8_0X16, RowDotsAgreeWithGenericAtEveryLevel) {
               SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) + ", " +
                            std::to_string(tokens) + " tokens, rows [" + std::to_string(r0) + ", " +
                            std::to_string(r1) + ")" + (gather ? ", gathered" : ""));
-              RowDotParams p = x16_params(m, a.data(), ab, tokens, r0, r1);
+              RowDotParams p = x16_params(m, a.row(0), a.ab, tokens, r0, r1);
               p.a_rows = gather ? gathered.data() : nullptr;
               std::vector<float> y(ref.size(), -7.0f);
               p.y = y.data();
               row_dot_check(p);
               row_dot_for(isa, kType)(p);
-              for (int64_t t = 0; t < tokens; ++t) {
-                const int64_t src = gather ? tokens - 1 - t : t;
-                for (int64_t r = 0; r < rows + 1; ++r) {
-                  const size_t i = size_t(t) * p.y_row_stride + size_t(r);
-                  if (r < r0 || r >= r1) {
-                    ASSERT_EQ(y[i], -7.0f) << "wrote outside its rows: row " << r;
-                    continue;
-                  }
-                  double s = 0;
-                  for (int64_t c = 0; c < cols; ++c)
-                    s += std::fabs(double(m.deq[size_t(r * cols + c)]) * xd[size_t(src * cols + c)]);
-                  const float want = ref[size_t(src) * p.y_row_stride + size_t(r)];
-                  const double d = std::fabs(double(y[i]) - double(want));
-                  ASSERT_TRUE(std::isfinite(y[i]) && d <= bound * s + 1e-30)
-                      << "row " << r << " token " << t << ": " << y[i] << " vs " << want << " (bound " << bound * s
-                      << ")";
-                  if (s > 0) worst = std::max(worst, d / s);
-                }
-              }
+              ASSERT_TRUE(agrees_within(p, y, ref, gather, bound, abs_dot, worst));
             }
           }
         }
@@ -133,32 +120,13 @@ TEST(Q8_0X16, TokensGetTheSameFloatsInAnyBatchAndCut) {
   std::mt19937 rng(54);
   const int64_t rows = 208, cols = 1312, tokens = 15;  // 41 blocks: steps of 32 and a short one
   const Q8Matrix m = make_matrix(rows, cols, rng);
-  const size_t ab = row_dot_activation_bytes(kType, cols);
-  const std::vector<float> x = random_x(tokens * cols, rng);
-  std::vector<uint8_t> a(ab * size_t(tokens));
-  convert_row_dot_activations(kType, x.data(), size_t(cols), tokens, cols, a.data(), ab);
+  const Activations a = random_activations(kType, tokens, cols, rng);
   for (CpuIsa isa : {CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
     if (!supports(detect_cpu_features(), isa)) continue;
     SCOPED_TRACE(isa_name(isa));
-    RowDotParams all = x16_params(m, a.data(), ab, tokens, 0, rows);
-    std::vector<float> y_all(all.y_row_stride * size_t(tokens));
-    all.y = y_all.data();
-    row_dot_for(isa, kType)(all);
-    for (int64_t batch : {1, 2, 3, 6, 7}) {
-      for (int64_t t0 = 0; t0 < tokens; t0 += batch) {
-        const int64_t n = std::min(batch, tokens - t0);
-        for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 48}, {48, 112}, {112, rows}}) {
-          RowDotParams p = x16_params(m, a.data() + ab * size_t(t0), ab, n, r0, r1);
-          std::vector<float> y(p.y_row_stride * size_t(n), -7.0f);
-          p.y = y.data();
-          row_dot_for(isa, kType)(p);
-          for (int64_t t = 0; t < n; ++t)
-            for (int64_t r = r0; r < r1; ++r)
-              ASSERT_EQ(y[size_t(t) * p.y_row_stride + size_t(r)], y_all[size_t(t0 + t) * all.y_row_stride + size_t(r)])
-                  << "batch " << batch << ", token " << t0 + t << ", row " << r;
-        }
-      }
-    }
+    EXPECT_TRUE(same_floats_in_any_batch_and_cut(
+        isa, rows, tokens, {1, 2, 3, 6, 7}, {{0, 48}, {48, 112}, {112, rows}},
+        [&](int64_t t0, int64_t n, int64_t r0, int64_t r1) { return x16_params(m, a.row(t0), a.ab, n, r0, r1); }));
   }
 }
 
@@ -169,23 +137,20 @@ TEST(Q8_0X16, ManyTokensTakeChunksWithTheSameFloats) {
   std::mt19937 rng(56);
   const int64_t rows = 32, cols = 7168, tokens = 40;
   const Q8Matrix m = make_matrix(rows, cols, rng);
-  const size_t ab = row_dot_activation_bytes(kType, cols);
-  const std::vector<float> x = random_x(tokens * cols, rng);
-  std::vector<uint8_t> a(ab * size_t(tokens));
-  convert_row_dot_activations(kType, x.data(), size_t(cols), tokens, cols, a.data(), ab);
-  RowDotParams pr = rowmajor_params(kType, m.w.data(), m.row_bytes, rows, cols, a.data(), ab, tokens, 0, rows);
+  const Activations a = random_activations(kType, tokens, cols, rng);
+  RowDotParams pr = rowmajor_params(kType, m.w.data(), m.row_bytes, rows, cols, a.row(0), a.ab, tokens, 0, rows);
   std::vector<float> ref(pr.y_row_stride * size_t(tokens));
   pr.y = ref.data();
   generic::find(kType)(pr);
   for (CpuIsa isa : {CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
     if (!supports(detect_cpu_features(), isa)) continue;
     SCOPED_TRACE(isa_name(isa));
-    RowDotParams all = x16_params(m, a.data(), ab, tokens, 0, rows);
+    RowDotParams all = x16_params(m, a.row(0), a.ab, tokens, 0, rows);
     std::vector<float> y(all.y_row_stride * size_t(tokens));
     all.y = y.data();
     row_dot_for(isa, kType)(all);
     for (int64_t t : {0, 35, 36, 39}) {
-      RowDotParams one = x16_params(m, a.data() + ab * size_t(t), ab, 1, 0, rows);
+      RowDotParams one = x16_params(m, a.row(t), a.ab, 1, 0, rows);
       std::vector<float> y1(one.y_row_stride);
       one.y = y1.data();
       row_dot_for(isa, kType)(one);
