@@ -118,16 +118,6 @@ template <int G>
 constexpr int kPassTokens = G <= 2 ? 9 : 2;
 constexpr int64_t kStepBlocks = 8;  // 1024 columns a step when tokens take several passes
 
-template <int G, int NT = kPassTokens<G>>
-void x16_pass(const RowDotParams& p, int64_t r0, int64_t gstep, int64_t t0, int64_t nt, int64_t b0, int64_t b1) {
-  if constexpr (NT >= 1) {
-    if (nt == NT)
-      x16_tokens<G, NT>(p, r0, gstep, t0, b0, b1);
-    else
-      x16_pass<G, NT - 1>(p, r0, gstep, t0, nt, b0, b1);
-  }
-}
-
 // G groups from r0, all the tokens: one pass over the whole width, or
 // passes over steps of kStepBlocks (the later passes find the step in L2).
 template <int G>
@@ -137,7 +127,8 @@ void x16_groups(const RowDotParams& p, int64_t r0, int64_t gstep) {
   for (int64_t b0 = 0; b0 < nb; b0 += step) {
     const int64_t b1 = std::min(nb, b0 + step);
     for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kMax)
-      x16_pass<G>(p, r0, gstep, t0, std::min<int64_t>(kMax, p.n_tokens - t0), b0, b1);
+      with_tokens<kMax>(std::min<int64_t>(kMax, p.n_tokens - t0),
+                        [&]<int NT>() { x16_tokens<G, NT>(p, r0, gstep, t0, b0, b1); });
   }
 }
 

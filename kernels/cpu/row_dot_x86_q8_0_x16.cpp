@@ -39,10 +39,9 @@ constexpr int64_t kTokenBlocks = 8192;
 
 inline TokenBlock token_block(const uint8_t* x) {
   const __m256i v = _mm256_xor_si256(load256(x + 2), _mm256_set1_epi8(char(0x80)));  // x + 128, unsigned
-  const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
-  const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  const int32_t sum = int32_t(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 128 * kQK8_0;
-  return {fp16_to_f32(load_unaligned<uint16_t>(x)), -128 * sum};
+  // four 64-bit sums of 8 bytes each (their high halves zero)
+  const int32_t sum = hsum256i(_mm256_sad_epu8(v, _mm256_setzero_si256())) - 128 * kQK8_0;
+  return {half(x), -128 * sum};
 }
 
 // G groups (group_bytes apart, starting at w; outputs y_group floats apart)
@@ -140,24 +139,14 @@ void x16_tokens(const RowDotParams& p, const Tokens& tk, int64_t r0, int64_t gst
 constexpr int kPassTokens = 6;
 constexpr int64_t kStepBlocks = 32;  // 1024 values a step when tokens take several passes
 
-template <int G, int NT = kPassTokens>
-void x16_pass(const RowDotParams& p, const Tokens& tk, int64_t r0, int64_t gstep, int64_t t, int64_t nt, int64_t b0,
-              int64_t b1) {
-  if constexpr (NT >= 1) {
-    if (nt == NT)
-      x16_tokens<G, NT>(p, tk, r0, gstep, t, b0, b1);
-    else
-      x16_pass<G, NT - 1>(p, tk, r0, gstep, t, nt, b0, b1);
-  }
-}
-
 template <int G>
 void x16_groups(const RowDotParams& p, const Tokens& tk, int64_t n, int64_t r0, int64_t gstep) {
   const int64_t step = n <= kPassTokens ? tk.nb : kStepBlocks;
   for (int64_t b0 = 0; b0 < tk.nb; b0 += step) {
     const int64_t b1 = std::min(tk.nb, b0 + step);
     for (int64_t t = 0; t < n; t += kPassTokens)
-      x16_pass<G>(p, tk, r0, gstep, t, std::min<int64_t>(kPassTokens, n - t), b0, b1);
+      with_tokens<kPassTokens>(std::min<int64_t>(kPassTokens, n - t),
+                               [&]<int NT>() { x16_tokens<G, NT>(p, tk, r0, gstep, t, b0, b1); });
   }
 }
 

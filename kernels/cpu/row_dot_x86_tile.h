@@ -143,6 +143,18 @@ inline int32_t hsum256i(__m256i v) {
 }
 inline float half(const uint8_t* p) { return _cvtsh_ss(load_unaligned<uint16_t>(p)); }
 
+// f.template operator()<N>() for the run-time n in 1..kMax (nothing
+// otherwise): a pass of n tokens as a tile of N, its sums in registers.
+template <int kMax, class F>
+inline void with_tokens(int64_t n, F&& f) {
+  if constexpr (kMax >= 1) {
+    if (n == kMax)
+      f.template operator()<kMax>();
+    else
+      with_tokens<kMax - 1>(n, f);
+  }
+}
+
 // Software prefetch kPrefetch bytes ahead in every weight row. Each row is a
 // stream of its own; with 4 rows per thread the hardware prefetchers alone
 // leave DRAM idle part of the time (one core, BF16 GEMV: 22.7 GB/s without,
