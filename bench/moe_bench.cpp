@@ -26,7 +26,10 @@
 // Q8_0 and BF16 are stored as the loader stores them on this machine
 // (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16,
 // fp8_x16 and q8_0_x16 with avx512bf16, "/x16");
-// --rowmajor keeps plain rows. FP8 experts carry their marks (fp8_marks.h,
+// --rowmajor keeps plain rows; --bf16-x16z stores BF16 as bf16_x16z
+// (weight_layout.h, "/x16z"; not what the loader stores), whose GB/s count
+// the coded bytes a kernel reads (0.77 of the matrices'; "plain" still reads
+// the whole matrices). FP8 experts carry their marks (fp8_marks.h,
 // made once here from the rows, as a loader would; "/mk" in the table),
 // which --fp8-unmarked leaves out. --split-bf16 runs BF16 and FP8 with
 // activations of f32 precision ("/sp": MoeShape::split_bf16_activations, as
@@ -49,6 +52,7 @@
 #include "bench/flops_peak.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "kernels/cpu/bf16_x16z.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/fp8_marks.h"
 #include "kernels/cpu/moe.h"
@@ -162,6 +166,7 @@ struct Options {
   double read_gib = 2.0;
   bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
   bool rowmajor = false;  // plain rows where the arena would repack them
+  bool bf16_x16z = false;  // BF16 as bf16_x16z
   bool fp8_unmarked = false;  // FP8 experts without their marks
   bool split_bf16 = false;    // MoeShape::split_bf16_activations
   int spin_us = 100'000;  // the pool threads' spin between jobs
@@ -290,6 +295,7 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
 // rows (--rowmajor).
 tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int64_t rows, int64_t cols) {
   if (o.rowmajor) return tk::WeightLayout::kRowMajor;
+  if (o.bf16_x16z && tk::layout_fits(tk::WeightLayout::kBf16X16Z, type, rows, cols)) return tk::WeightLayout::kBf16X16Z;
   return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 
@@ -415,6 +421,8 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
       const double dt = now() - t0;
       if (r == 0) continue;
       st = tk::moe_route_stats(s, b);
+      if (s.gate_up_layout == tk::WeightLayout::kBf16X16Z)  // both, for the shapes here: the coded bytes
+        st.weight_bytes *= double(tk::kBf16X16ZCore) / double(tk::kBf16X16ZUnit);
       const double gbs = st.weight_bytes / dt / 1e9;
       times.push_back(dt);
       bws.push_back(bw);
@@ -429,7 +437,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     if (s.gate_up_layout != tk::WeightLayout::kRowMajor || s.down_layout != tk::WeightLayout::kRowMajor)
       tname += tk::layout_group_rows(s.gate_up_layout != tk::WeightLayout::kRowMajor ? s.gate_up_layout
                                                                                      : s.down_layout) == 16
-                   ? "/x16"
+                   ? (s.gate_up_layout == tk::WeightLayout::kBf16X16Z ? "/x16z" : "/x16")
                    : "/x4";
     if (!marks.empty()) tname += "/mk";
     if (o.split_bf16 && tk::row_dot_activation_type(type) == DType::kBF16) tname += "/sp";
@@ -472,6 +480,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--hot") o.hot = true;
     else if (a == "--spin-us") o.spin_us = std::stoi(value());
     else if (a == "--rowmajor") o.rowmajor = true;
+    else if (a == "--bf16-x16z") o.bf16_x16z = true;
     else if (a == "--fp8-unmarked") o.fp8_unmarked = true;
     else if (a == "--split-bf16") o.split_bf16 = true;
     else if (a == "--types") {
@@ -490,7 +499,7 @@ Options parse(int argc, char** argv) {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
                           "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
                           "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
-                          "[--hot] [--rowmajor] [--fp8-unmarked] [--split-bf16] [--spin-us N]");
+                          "[--hot] [--rowmajor] [--bf16-x16z] [--fp8-unmarked] [--split-bf16] [--spin-us N]");
     }
   }
   return o;

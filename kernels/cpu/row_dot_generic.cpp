@@ -29,7 +29,7 @@ void rows_repacked(const RowDotParams& p) {
   const bool q4 = p.layout == WeightLayout::kQ4KX4;
   const LayoutBlocks blocks = layout_blocks(p.layout);
   const int gr = blocks.rows;
-  const size_t row_bytes = p.w_row_stride, nb = row_bytes / blocks.row_block;
+  const size_t row_bytes = p.w_row_stride;
   const size_t a_bytes = row_dot_activation_bytes(p.wtype, p.cols);
   std::vector<uint8_t> w(size_t(gr) * row_bytes), a(a_bytes * size_t(p.n_tokens));
   for (int64_t t = 0; t < p.n_tokens; ++t) {
@@ -38,12 +38,7 @@ void rows_repacked(const RowDotParams& p) {
   }
   std::vector<float> y(size_t(gr) * size_t(p.n_tokens));
   for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += gr) {
-    const uint8_t* group = p.w + size_t(r0) * row_bytes;
-    for (size_t b = 0; b < nb; ++b) {
-      uint8_t* rows[kMaxGroupRows];
-      for (int r = 0; r < gr; ++r) rows[r] = w.data() + size_t(r) * row_bytes + b * blocks.row_block;
-      unpack_group_block(p.layout, group + b * blocks.group_block, rows);
-    }
+    unpack_group(p.layout, p.w + size_t(r0) * row_bytes, p.cols, w.data());
     RowDotParams q = p;
     q.layout = WeightLayout::kRowMajor;
     q.w = w.data();

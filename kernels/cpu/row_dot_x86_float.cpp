@@ -291,6 +291,8 @@ struct Bf16VecDotTile {
 void bf16_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kBf16X16)
     bf16_x16_rows(p);
+  else if (p.layout == WeightLayout::kBf16X16Z)
+    bf16_x16z_rows(p);
   else if (p.gemm_order || p.n_tokens > 1)
     drive<Bf16Tile>(p);
   else
@@ -378,6 +380,8 @@ void fp8_rows(const RowDotParams& p) {
 void bf16_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kBf16X16)
     bf16_x16_rows(p);  // the reference, below avx512bf16
+  else if (p.layout == WeightLayout::kBf16X16Z)
+    bf16_x16z_rows(p);  // the reference, below avx512bf16
   else
 #if defined(__AVX512F__)
     drive<Widened<LoadBf16>::template Tile>(p);  // 32 registers hold its 4 x 4 sums

@@ -36,6 +36,8 @@ void q4_k_gemv256_rows(const RowDotParams& p);
 void q8_0_x4_block_rows(const RowDotParams& p);
 // BF16 stored as bf16_x16, row_dot_x86_x16.cpp.
 void bf16_x16_rows(const RowDotParams& p);
+// BF16 stored as bf16_x16z, row_dot_x86_x16z.cpp (below avx512bf16: the reference).
+void bf16_x16z_rows(const RowDotParams& p);
 // FP8 stored as fp8_x16, row_dot_x86_fp8_x16.cpp, and Q8_0 as q8_0_x16,
 // row_dot_x86_q8_0_x16.cpp (below avx512bf16: the reference).
 void fp8_x16_rows(const RowDotParams& p);

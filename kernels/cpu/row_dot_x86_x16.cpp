@@ -34,6 +34,7 @@
 #include <utility>
 
 #include "kernels/cpu/row_dot_x86_tile.h"
+#include "kernels/cpu/row_dot_x86_x16.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 
@@ -43,31 +44,13 @@ namespace {
 constexpr size_t kGroupBlock = kBf16X16GroupBlock;  // 32 columns of 16 rows
 constexpr int64_t kColsPerBlock = int64_t(kGroupBlock / (2 * kX16Rows));  // 32
 
-inline __m512bh pair_of(const uint8_t* a, int64_t k) {
-  return (__m512bh)_mm512_set1_epi32(load_unaligned<int32_t>(a + 4 * k));
-}
+using x16::pair_of;
+using x16::reduce16_lanes;
+using x16::store_vec_dot;
+using x16::TileAhead;
+using x16::TileGroups;
+
 inline __m512bh weights_at(const uint8_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
-
-// _mm512_reduce_add_ps's tree over 16 vectors, lane by lane (f32_dot.h's
-// reduce16): halves, quarters, then pairs.
-inline __m512 reduce16_lanes(const __m512* v) {
-  __m512 t8[8], t4[4];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) t8[i] = _mm512_add_ps(v[8 + i], v[i]);
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) t4[i] = _mm512_add_ps(t8[4 + i], t8[i]);
-  return _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
-}
-
-// float(double(c1) + double(c2)) per lane, as ggml adds the two reduced sums.
-inline void store_vec_dot(float* y, __m512 c1, __m512 c2) {
-  const __m512d lo = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(c1)),
-                                   _mm512_cvtps_pd(_mm512_castps512_ps256(c2)));
-  const __m512d hi = _mm512_add_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c1), 1))),
-                                   _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c2), 1))));
-  _mm256_storeu_ps(y, _mm512_cvtpd_ps(lo));
-  _mm256_storeu_ps(y + 8, _mm512_cvtpd_ps(hi));
-}
 
 // One run of 64 columns of a group (2 KiB, 32 pair positions of 16 rows)
 // into the 32 sums, each pair broadcast from the activations in memory.
@@ -111,13 +94,6 @@ void decode_rows(const RowDotParams& p) {
 constexpr int64_t kBlocksPerStep = 32;  // 1024 columns per step
 constexpr int kMaxTokens = 9;
 
-// A tile's G groups start at w, group_bytes apart in the weights and
-// y_group floats apart in the outputs (far-apart groups: see prefill_rows).
-struct TileGroups {
-  const uint8_t* w;
-  size_t group_bytes, y_group;
-};
-
 // What a token group's loop prefetches (outer_tile). The first token group
 // reads the weights from DRAM and asks for each group's line kStreamAhead
 // bytes on with prefetcht0, so the requests go out ahead of the arithmetic.
@@ -141,7 +117,6 @@ struct TileGroups {
 // DeepSeek-V3 0.748-0.763 (stop 40's kernel) -> 0.810-0.824 with prefetcht0 3
 // KiB, 0.791-0.821 at 2.5 KiB, 0.792 at 4 KiB, 0.806 with prefetcht1 3 KiB;
 // Qwen3-30B-A3B 0.491-0.511 -> 0.536-0.552; at 32 tokens 0.807 -> 0.891.
-enum class TileAhead { kNone, kStream, kNextStep };
 constexpr size_t kStreamAhead = 3072;
 // A step's bytes per group: where the next step starts.
 constexpr size_t kStepBytes = size_t(kBlocksPerStep) * kGroupBlock;

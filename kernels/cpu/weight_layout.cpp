@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/cpu/bf16_x16z.h"
 #include "kernels/cpu/quant_blocks.h"
 
 namespace tandem::kernels {
@@ -61,6 +62,7 @@ LayoutBlocks layout_blocks(WeightLayout l) {
     case WeightLayout::kBf16X16: return {kX16Rows, 32, 64, kBf16X16GroupBlock};
     case WeightLayout::kFp8X16: return {kFp8X16Rows, size_t(kFp8X16Cols), size_t(kFp8X16Cols), kFp8X16GroupBlock};
     case WeightLayout::kQ8_0X16: return {kX16Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X16GroupBlock};
+    case WeightLayout::kBf16X16Z: return {kX16Rows, size_t(kBf16X16ZCols), 2 * size_t(kBf16X16ZCols), kBf16X16ZUnit};
     case WeightLayout::kRowMajor: break;
   }
   return {1, 1, 0, 0};
@@ -74,13 +76,14 @@ std::string_view layout_name(WeightLayout l) {
     case WeightLayout::kBf16X16: return "bf16_x16";
     case WeightLayout::kFp8X16: return "fp8_x16";
     case WeightLayout::kQ8_0X16: return "q8_0_x16";
+    case WeightLayout::kBf16X16Z: return "bf16_x16z";
   }
   return "?";
 }
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16,
-                         WeightLayout::kFp8X16, WeightLayout::kQ8_0X16})
+                         WeightLayout::kFp8X16, WeightLayout::kQ8_0X16, WeightLayout::kBf16X16Z})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -120,6 +123,8 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
   const LayoutBlocks b = layout_blocks(l);
   if (l == WeightLayout::kFp8X16)
     return type == DType::kF8E4M3 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kFp8X16Cols == 0;
+  if (l == WeightLayout::kBf16X16Z)
+    return type == DType::kBF16 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kBf16X16ZCols == 0;
   if (l == WeightLayout::kQ8_0X16)
     return type == DType::kQ8_0 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kQK8_0 == 0;
   // bf16_x16: whole runs of 64 values, so the one-token kernel's vec_dot
@@ -129,6 +134,7 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
 }
 
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
+  if (l == WeightLayout::kBf16X16Z) throw Error(ErrorKind::kInternal, "bf16_x16z packs whole groups (pack_group)");
   if (l == WeightLayout::kQ8_0X16) {
     for (int r = 0; r < kX16Rows; ++r) {
       std::memcpy(g + 2 * r, rows[r], 2);
@@ -159,6 +165,7 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
 }
 
 void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) {
+  if (l == WeightLayout::kBf16X16Z) throw Error(ErrorKind::kInternal, "bf16_x16z unpacks whole groups (unpack_group)");
   if (l == WeightLayout::kQ8_0X16) {
     for (int r = 0; r < kX16Rows; ++r) {
       std::memcpy(rows[r], g + 2 * r, 2);
@@ -188,9 +195,69 @@ void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) 
   }
 }
 
+bool pack_group(WeightLayout l, const uint8_t* rows, int64_t cols, uint8_t* group) {
+  const LayoutBlocks sh = layout_blocks(l);
+  const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* src[kMaxGroupRows];
+    for (int r = 0; r < sh.rows; ++r) src[r] = rows + size_t(r) * row_bytes + b * sh.row_block;
+    if (l != WeightLayout::kBf16X16Z) {
+      pack_group_block(l, src, group + b * sh.group_block);
+      continue;
+    }
+    uint8_t x16[kBf16X16ZUnit];  // the unit as bf16_x16's four blocks, then coded
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* r[kX16Rows];
+      for (int i = 0; i < kX16Rows; ++i) r[i] = src[i] + 64 * k;
+      pack_group_block(WeightLayout::kBf16X16, r, x16 + kBf16X16GroupBlock * size_t(k));
+    }
+    if (!bf16_x16z_code(x16, group + b * kBf16X16ZCore, group + nb * kBf16X16ZCore + b * kBf16X16ZSpare))
+      return false;
+  }
+  return true;
+}
+
+void unpack_group(WeightLayout l, const uint8_t* group, int64_t cols, uint8_t* rows) {
+  const LayoutBlocks sh = layout_blocks(l);
+  const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
+  for (size_t b = 0; b < nb; ++b) {
+    uint8_t* dst[kMaxGroupRows];
+    for (int r = 0; r < sh.rows; ++r) dst[r] = rows + size_t(r) * row_bytes + b * sh.row_block;
+    if (l != WeightLayout::kBf16X16Z) {
+      unpack_group_block(l, group + b * sh.group_block, dst);
+      continue;
+    }
+    uint8_t x16[kBf16X16ZUnit];
+    bf16_x16z_decode(group + b * kBf16X16ZCore, group + nb * kBf16X16ZCore + b * kBf16X16ZSpare, x16);
+    for (int k = 0; k < 4; ++k) {
+      uint8_t* r[kX16Rows];
+      for (int i = 0; i < kX16Rows; ++i) r[i] = dst[i] + 64 * k;
+      unpack_group_block(WeightLayout::kBf16X16, x16 + kBf16X16GroupBlock * size_t(k), r);
+    }
+  }
+}
+
+bool layout_holds(WeightLayout l, DType type, const uint8_t* w, int64_t rows, int64_t cols) {
+  if (l != WeightLayout::kBf16X16Z || !layout_fits(l, type, rows, cols)) return true;
+  const size_t row_bytes = 2 * size_t(cols);
+  for (int64_t g = 0; g < rows / kX16Rows; ++g)
+    for (int64_t u = 0; u < cols / kBf16X16ZCols; ++u) {
+      int count[128] = {}, base = 0;
+      for (int i = 0; i < kX16Rows; ++i) {
+        const uint8_t* r = w + (size_t(g) * kX16Rows + size_t(i)) * row_bytes + size_t(u) * 2 * kBf16X16ZCols;
+        for (int64_t c = 0; c < kBf16X16ZCols; ++c) ++count[r[2 * c + 1] & 0x7f];
+      }
+      if (bf16_x16z_window(count, &base) > kBf16X16ZMaxExceptions) return false;
+    }
+  return true;
+}
+
 void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols) {
   if (!layout_fits(l, type, rows, cols))
     fail_invalid("layout {} cannot hold a {} x {} matrix of {}", layout_name(l), rows, cols, name(type));
+  if (!layout_holds(l, type, w, rows, cols))
+    fail_invalid("layout {} cannot code this {} x {} matrix of {}: its values' exponents lie too far apart",
+                 layout_name(l), rows, cols, name(type));
   if (l == WeightLayout::kRowMajor) return;
   const LayoutBlocks sh = layout_blocks(l);
   const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
@@ -198,11 +265,8 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
   for (int64_t g = 0; g < rows / sh.rows; ++g) {
     uint8_t* group = w + size_t(g) * tmp.size();
     std::memcpy(tmp.data(), group, tmp.size());
-    for (size_t b = 0; b < nb; ++b) {
-      const uint8_t* src[kMaxGroupRows];
-      for (int r = 0; r < sh.rows; ++r) src[r] = tmp.data() + size_t(r) * row_bytes + b * sh.row_block;
-      pack_group_block(l, src, group + b * sh.group_block);
-    }
+    if (!pack_group(l, tmp.data(), cols, group))
+      throw Error(ErrorKind::kInternal, std::string(layout_name(l)) + ": a group layout_holds passed did not pack");
   }
 }
 

@@ -66,6 +66,15 @@
 // its layer against stop 48's layouts, 256 tokens 1.8-2.2x, 32 tokens
 // 1.2-1.7x, one token within the noise (docs/cpu-kernels.md, stop 49).
 //
+// "bf16_x16z" (BF16, rows a multiple of 16, columns a multiple of 128):
+// bf16_x16 with each value's high byte coded in 4 bits, losslessly, in the
+// same 4096 bytes per 16 rows by 128 columns (bf16_x16z.h), of which a
+// kernel reads 3136: 0.77 of the bytes. Not every matrix codes (random bits
+// do not); layout_holds says which. Its kernels (avx512bf16) read no faster
+// than bf16_x16's yet (docs/cpu-kernels.md, stop 50: the same raw-equivalent
+// bytes per second, so 0.77 of the DRAM rate), so expert_matrix_layout does
+// not choose it; tandem-bench-moe --bf16-x16z measures it.
+//
 // Same values, same products: the x4 layouts and one-token bf16_x16 give the
 // rowmajor results bit for bit.
 #pragma once
@@ -80,7 +89,7 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16, kQ8_0X16 };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16, kQ8_0X16, kBf16X16Z };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
@@ -103,9 +112,14 @@ WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t 
 
 // Whether `l` can hold a rows x cols matrix of `type` (rowmajor: always).
 bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols);
+// Whether `l` can hold these rows' values (`rows` contiguous rowmajor rows
+// that fit it): true for every layout but bf16_x16z, which codes only
+// values whose exponents lie close together (bf16_x16z.h).
+bool layout_holds(WeightLayout l, DType type, const uint8_t* w, int64_t rows, int64_t cols);
 
 // Rewrites `rows` contiguous row-major rows of `type` into layout `l`, in
-// place. Throws kInvalidInput when the layout does not fit.
+// place. Throws kInvalidInput when the layout does not fit or hold them
+// (the rows are then as they were).
 void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols);
 
 inline constexpr int kX4Rows = 4;  // rows per group of the x4 layouts
@@ -136,13 +150,14 @@ LayoutBlocks layout_blocks(WeightLayout l);
 inline int layout_group_rows(WeightLayout l) { return layout_blocks(l).rows; }
 // Groups the widest tile of a layout's kernels reads at once (rowmajor:
 // rows; taken from the range's halves, thirds or quarters, so a task of
-// whole tiles keeps them whole): bf16_x16's prefill tile takes three, fp8_x16's one-token tile
+// whole tiles keeps them whole): bf16_x16's and bf16_x16z's prefill tiles take three, fp8_x16's one-token tile
 // four, the x4 tiles and q8_0_x16's two (avx2's q4_k_x4 tile one). A caller
 // that cuts a matrix into tasks cuts it into multiples of these rows.
 inline constexpr int kX16TileGroups = 3;
 inline constexpr int kFp8X16TileGroups = 4;  // fp8_x16's one- and two-token tile
 inline int layout_tile_rows(WeightLayout l) {
-  const int groups = l == WeightLayout::kBf16X16 ? kX16TileGroups : l == WeightLayout::kFp8X16 ? kFp8X16TileGroups : 2;
+  const bool bf16 = l == WeightLayout::kBf16X16 || l == WeightLayout::kBf16X16Z;
+  const int groups = bf16 ? kX16TileGroups : l == WeightLayout::kFp8X16 ? kFp8X16TileGroups : 2;
   return groups * layout_group_rows(l);
 }
 // The rows a task of a `type` matrix stored as `l` should be a multiple of:
@@ -156,8 +171,16 @@ inline int task_rows(WeightLayout l, DType type) {
   return std::lcm(layout_tile_rows(l), amx_tiles ? 16 : 1);
 }
 
+// A group of layout_group_rows(l) contiguous rowmajor rows of `cols` values
+// to the layout's bytes and back, for the repacked layouts: the blocks one
+// by one, or for bf16_x16z the units' cores, then their spares. pack_group
+// returns false, with `group` undefined, where the layout cannot hold the
+// values (bf16_x16z: layout_holds).
+bool pack_group(WeightLayout l, const uint8_t* rows, int64_t cols, uint8_t* group);
+void unpack_group(WeightLayout l, const uint8_t* group, int64_t cols, uint8_t* rows);
 // One group's block to and from its rows' plain blocks (layout_blocks(l).rows
-// pointers), for the repacked layouts.
+// pointers), for the repacked layouts but bf16_x16z, whose units are not
+// contiguous.
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* group_block);
 void unpack_group_block(WeightLayout l, const uint8_t* group_block, uint8_t* const* rows);
 // The Q8_K blocks of one activation row (cols values), permuted in place for

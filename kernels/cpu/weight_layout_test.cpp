@@ -46,7 +46,8 @@ using testing::rowmajor_params;
 
 TEST(WeightLayout, NamesAndFits) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
-                         WeightLayout::kBf16X16, WeightLayout::kFp8X16, WeightLayout::kQ8_0X16})
+                         WeightLayout::kBf16X16, WeightLayout::kFp8X16, WeightLayout::kQ8_0X16,
+                         WeightLayout::kBf16X16Z})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
   EXPECT_FALSE(layout_from_name("fp8_s16"));  // stops 35-48's FP8 layout, gone with layout version 8
   // FP8: fp8_x16 at avx512bf16 only (weight_layout.h) where it fits, else rowmajor

@@ -1,0 +1,72 @@
+// "bf16_x16z": BF16 stored as bf16_x16 (weight_layout.h) with each value's
+// high byte (sign and the exponent's top 7 bits) coded in 4 bits, losslessly:
+// 12 bits a value where bf16_x16 reads 16, so a matrix's bytes come from DRAM
+// in about 0.77 of the time (a layer of bf16_x16 reads at the DRAM's rate:
+// decode and prefill are bound by the bytes).
+//
+// Why it codes: trained weights are near-Gaussian, so in 16 rows by 128
+// columns almost every value's exponent lies within 16 binades below the
+// largest; one base per unit (the top 7 exponent bits of the window's
+// bottom) and a 3-bit offset reach them, the sign takes the fourth bit, and
+// the low byte (the exponent's last bit and the 7 mantissa bits) is kept as
+// it is. Values outside the window (about one in 8000 in Gaussian weights:
+// the tiny ones) are exceptions, kept whole in the unit's spare bytes.
+//
+// A unit is a group's (16 rows') 128 columns: in bf16_x16 four group blocks,
+// 64 vectors of 64 bytes, vector v = 16b + k holding pair k of block b, which
+// meets the activations' column pair 64u + v of unit u. A group of U units
+// keeps bf16_x16's U * 4096 bytes (so a matrix has the same size and row
+// slices in either layout), as U cores of 3136 bytes side by side, then U
+// spares of 960: the coded bytes are one stream (with a gap per unit, the
+// hardware prefetchers read the gaps too, and DRAM moved all 4096 bytes).
+// A core is
+//   header    64 bytes: u64 mask (bit v: vector v holds an exception), u8
+//             base, u8 0, u16 the exception count;
+//   chunks    16 of 192 bytes from 64, chunk j holding vector pairs 2j and
+//             2j + 1 (pair i: vectors 2i and 2i + 1):
+//     lo      pair i's 64 low bytes at bf16_x16z_lo(i), the low byte of
+//             word w of vector 2i + p in byte 16(w / 8) + 8p + w % 8;
+//     codes   pair i's 64 codes in the 32 bytes at bf16_x16z_codes(i), byte
+//             m holding byte m's code of the pair's lo bytes in its low
+//             nibble and byte m + 32's in its high one; code = sign << 3 |
+//             (e7 - base) with e7 the high byte's low 7 bits.
+// A spare holds the unit's exceptions, 3 bytes each: u16 position 32v + w
+// and the high byte; zeros after them.
+// Read: one 64-byte load of lo, a broadcast of the 32 code bytes, a shift
+// of their upper half by 4 bits, one vpermb through a table of the base's
+// 16 high bytes, and vpunpcklbw / vpunpckhbw of lo with the high bytes give
+// vectors 2i and 2i + 1 exactly as bf16_x16 stores them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::kernels {
+
+inline constexpr int64_t kBf16X16ZCols = 128;  // columns of a unit
+inline constexpr size_t kBf16X16ZUnit = 4096;  // a unit's bytes (16 rows x 128 columns)
+inline constexpr size_t kBf16X16ZCore = 3136;  // of which its core (the bytes a kernel reads)
+inline constexpr size_t kBf16X16ZSpare = kBf16X16ZUnit - kBf16X16ZCore;  // and its spare
+inline constexpr int kBf16X16ZMaxExceptions = int(kBf16X16ZSpare / 3);  // 320
+
+// Where vector pair i's (0..31) lo bytes and codes sit in a core.
+constexpr size_t bf16_x16z_lo(int64_t i) { return 64 + 192 * size_t(i / 2) + 64 * size_t(i % 2); }
+constexpr size_t bf16_x16z_codes(int64_t i) { return 64 + 192 * size_t(i / 2) + 128 + 32 * size_t(i % 2); }
+// Where the low byte of word w (0..31) of vector 2i + p (p = 0, 1) sits in
+// pair i's 64 lo bytes.
+constexpr int bf16_x16z_slot(int p, int w) { return 16 * (w / 8) + 8 * p + w % 8; }
+
+// The window for a unit whose high bytes' low 7 bits have the histogram
+// `count`: sets *base to the bottom of the 8 values that hold the most and
+// returns how many lie outside (the exceptions).
+int bf16_x16z_window(const int (&count)[128], int* base);
+
+// Codes one unit (`x16`: 4096 bytes as bf16_x16 stores them) into its core
+// and spare. False, with them undefined, when more than
+// kBf16X16ZMaxExceptions values lie outside every window (not trained
+// weights: random bits, say).
+bool bf16_x16z_code(const uint8_t* x16, uint8_t* core, uint8_t* spare);
+// The unit back as bf16_x16's 4096 bytes.
+void bf16_x16z_decode(const uint8_t* core, const uint8_t* spare, uint8_t* x16);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,280 @@
+// BF16 weights stored as bf16_x16z (bf16_x16z.h): bf16_x16's outer products
+// on vectors decoded in registers from 12 bits a value, so a layer reads
+// 0.77 of bf16_x16's bytes from DRAM.
+//
+// Decoding a pair of vectors (2i, 2i + 1: 32 rows' worth of column pairs)
+// takes a load of 64 low bytes, a broadcast of 32 code bytes, a shift, a
+// vpermb through the unit's table of high bytes and two unpacks: four
+// instructions besides the loads where bf16_x16 loads two vectors. A
+// vector with an exception (about one in 200 of Gaussian weights) is
+// patched from the unit's list, out of line.
+//
+// One token keeps bf16_x16's decode order, ggml_vec_dot_bf16's bit for bit
+// (row_dot_x86_x16.cpp): sum k of 32 adds vector k of every 64 columns, in
+// order. Several tokens take tiles of three groups by up to 8 tokens (24
+// sums; the decoding needs the registers bf16_x16's ninth token takes), each
+// unit's vectors decoded once per tile and used by every token; tokens that
+// take several passes go in steps of 8 units (1024 columns) so the later
+// passes find the step in L2. Both prefetch the next unit's lines (its 49 of
+// 64) as they go: the coded lines are not one stream.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/bf16_x16z.h"
+#include "kernels/cpu/row_dot_x86_tile.h"
+#include "kernels/cpu/row_dot_x86_x16.h"
+
+namespace tandem::kernels::TANDEM_ROW_DOT_NS {
+
+#if defined(__AVX512BF16__)
+namespace {
+
+using x16::pair_of;
+using x16::TileAhead;
+using x16::TileGroups;
+
+constexpr size_t kCore = kBf16X16ZCore;
+constexpr int64_t kUnitPairs = kBf16X16ZCols / 2;  // column pairs of a unit: one vector each
+
+// A unit of a group (bf16_x16z.h): its core, and its spare with the
+// exceptions, after the group's cores.
+struct Unit {
+  const uint8_t* core;
+  const uint8_t* spare;
+};
+inline Unit unit_at(const uint8_t* group, int64_t units, int64_t u) {
+  return {group + kCore * size_t(u), group + kCore * size_t(units) + kBf16X16ZSpare * size_t(u)};
+}
+
+// A unit's table of high bytes by code (sign << 3 | offset), 16 bytes
+// repeated: vpermb reads 6 index bits and a code fills the low 4.
+inline __m512i unit_table(const uint8_t* core) {
+  const __m512i codes = _mm512_set4_epi32(int32_t(0x87868584u), int32_t(0x83828180u), 0x07060504, 0x03020100);
+  return _mm512_add_epi8(codes, _mm512_set1_epi8(char(core[8])));
+}
+inline uint64_t unit_mask(const uint8_t* core) { return load_unaligned<uint64_t>(core); }
+// Shifts the upper half's code bytes down by a nibble (per 16-bit word: the
+// byte above brings its low nibble into bits 4..7, which vpermb ignores).
+inline __m512i code_shift() {
+  return _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0, 0, 0,
+                          0);
+}
+
+// Vector pair i of a unit patched from its exceptions (bf16_x16z.h): about
+// one pair in 100 in Gaussian weights. In registers, with no call: a call
+// would clobber every vector register, and the compiler then keeps the sums
+// in memory throughout (a store of each decoded vector and a third of the
+// sums on the stack: one token at 0.7 of bf16_x16's speed).
+inline void patch_pair(const Unit& un, int64_t i, __m512bh& v0, __m512bh& v1) {
+  const int n = un.core[10] | un.core[11] << 8;
+  for (int k = 0; k < n; ++k) {
+    const uint8_t* x = un.spare + 3 * size_t(k);
+    const int pos = x[0] | x[1] << 8, v = pos / 32;
+    if (v / 2 != i) continue;
+    const __mmask64 byte = __mmask64(1) << (2 * (pos % 32) + 1);
+    const __m512i hi = _mm512_set1_epi8(char(x[2]));
+    if (v % 2)
+      v1 = (__m512bh)_mm512_mask_mov_epi8((__m512i)v1, byte, hi);
+    else
+      v0 = (__m512bh)_mm512_mask_mov_epi8((__m512i)v0, byte, hi);
+  }
+}
+
+// Vectors 2i and 2i + 1 of a unit, as bf16_x16 stores them.
+inline void decode_pair(const Unit& un, int64_t i, __m512i table, __m512i shift, uint64_t mask, __m512bh& v0,
+                        __m512bh& v1) {
+  const __m512i lo = _mm512_loadu_si512(un.core + bf16_x16z_lo(i));
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(un.core + bf16_x16z_codes(i)));
+  const __m512i hi = _mm512_permutexvar_epi8(_mm512_srlv_epi16(_mm512_broadcast_i64x4(c), shift), table);
+  v0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
+  v1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+  if (__builtin_expect((mask >> (2 * i)) & 3, 0)) patch_pair(un, i, v0, v1);
+}
+
+// Prefetches of the three lines `ahead` bytes past chunk j of a core (the
+// cores are one stream: they reach into the next units' cores).
+template <_mm_hint Hint>
+inline void fetch_chunk(const uint8_t* core, int64_t j, size_t ahead) {
+  const uint8_t* p = core + 64 + 192 * size_t(j) + ahead;
+  _mm_prefetch(reinterpret_cast<const char*>(p), Hint);
+  _mm_prefetch(reinterpret_cast<const char*>(p + 64), Hint);
+  _mm_prefetch(reinterpret_cast<const char*>(p + 128), Hint);
+}
+constexpr size_t kStreamAhead = 3072;
+// One token prefetches two cores ahead. One thread over a 16384 x 7168
+// matrix from DRAM, values per second against bf16_x16's in the same
+// process, two rounds: hardware prefetches alone 0.55-0.77 (each unit's
+// decoding waits on its header's line), 3 KiB ahead 0.92-0.93, two cores
+// 0.84-0.98, four 0.93-1.28: never the 1.3 that reading 0.77 of the bytes
+// at the same rate would give.
+constexpr size_t kDecodeAhead = 2 * kCore;
+
+// ---- one token --------------------------------------------------------------------
+// One group (16 rows from row0), unit after unit: sum k adds vector k of
+// each 64 columns (vectors k and 32 + k of a unit), in order: ggml's floats.
+void decode_group(const RowDotParams& p, int64_t row0, const uint8_t* a) {
+  const uint8_t* w = p.w + size_t(row0) * p.w_row_stride;
+  __m512 s[32];
+#pragma GCC unroll 32
+  for (int k = 0; k < 32; ++k) s[k] = _mm512_setzero_ps();
+  const __m512i shift = code_shift();
+  const int64_t units = p.cols / kBf16X16ZCols;
+  for (int64_t u = 0; u < units; ++u) {
+    const Unit un = unit_at(w, units, u);
+    const __m512i table = unit_table(un.core);
+    const uint64_t mask = unit_mask(un.core);
+    const uint8_t* au = a + 4 * size_t(kUnitPairs * u);
+#pragma GCC unroll 32
+    for (int i = 0; i < 32; ++i) {
+      if (i % 2 == 0) fetch_chunk<_MM_HINT_T0>(un.core, i / 2, kDecodeAhead);
+      __m512bh v0, v1;
+      decode_pair(un, i, table, shift, mask, v0, v1);
+      s[(2 * i) % 32] = _mm512_dpbf16_ps(s[(2 * i) % 32], v0, pair_of(au, 2 * i));
+      s[(2 * i + 1) % 32] = _mm512_dpbf16_ps(s[(2 * i + 1) % 32], v1, pair_of(au, 2 * i + 1));
+    }
+  }
+  x16::store_vec_dot(p.y + row0, x16::reduce16_lanes(s), x16::reduce16_lanes(s + 16));
+}
+
+void decode_rows(const RowDotParams& p) {
+  const uint8_t* a = activation_row(p, 0);
+  for (int64_t r = p.row_begin; r < p.row_end; r += kX16Rows) decode_group(p, r, a);
+}
+
+// ---- several tokens ------------------------------------------------------------------
+constexpr int kMaxTokens = 8;
+constexpr int64_t kUnitsPerStep = 8;  // 1024 columns
+
+// G groups by NT tokens over units [u0, u1): y[t] += (or = when first) the
+// partial dots, prefetching as A says. A few tokens split each sum over two
+// chains (vectors 2i and 2i + 1), so enough independent sums hide vdpbf16ps's
+// latency.
+template <int G, int NT, TileAhead A>
+void z_tile(const TileGroups& tg, int64_t units, int64_t u0, int64_t u1, const uint8_t* const* a, float* const* y,
+            bool first) {
+  constexpr int C = NT <= 4 ? 2 : 1;
+  __m512 acc[C][NT][G];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 3
+    for (int g = 0; g < G; ++g) {
+      acc[0][t][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y[t] + tg.y_group * g);
+      if constexpr (C == 2) acc[1][t][g] = _mm512_setzero_ps();
+    }
+  const __m512i shift = code_shift();
+  for (int64_t u = u0; u < u1; ++u) {
+    Unit z[G];
+    __m512i table[G];
+    uint64_t mask[G];
+#pragma GCC unroll 3
+    for (int g = 0; g < G; ++g) {
+      z[g] = unit_at(tg.w + tg.group_bytes * size_t(g), units, u);
+      table[g] = unit_table(z[g].core);
+      mask[g] = unit_mask(z[g].core);
+    }
+    const int64_t k0 = kUnitPairs * u;
+    for (int j = 0; j < 16; ++j) {
+#pragma GCC unroll 3
+      for (int g = 0; g < G; ++g) {
+        if constexpr (A == TileAhead::kStream) fetch_chunk<_MM_HINT_T0>(z[g].core, j, kStreamAhead);
+        if constexpr (A == TileAhead::kNextStep) fetch_chunk<_MM_HINT_T2>(z[g].core, j, kUnitsPerStep * kCore);
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const int i = 2 * j + h;
+        __m512bh v0[G], v1[G];
+#pragma GCC unroll 3
+        for (int g = 0; g < G; ++g) decode_pair(z[g], i, table[g], shift, mask[g], v0[g], v1[g]);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+          const __m512bh x = pair_of(a[t], k0 + 2 * i);
+#pragma GCC unroll 3
+          for (int g = 0; g < G; ++g) acc[0][t][g] = _mm512_dpbf16_ps(acc[0][t][g], v0[g], x);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+          const __m512bh x = pair_of(a[t], k0 + 2 * i + 1);
+#pragma GCC unroll 3
+          for (int g = 0; g < G; ++g) acc[C - 1][t][g] = _mm512_dpbf16_ps(acc[C - 1][t][g], v1[g], x);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 3
+    for (int g = 0; g < G; ++g) {
+      __m512 v = acc[0][t][g];
+      if constexpr (C == 2) v = _mm512_add_ps(v, acc[1][t][g]);
+      _mm512_storeu_ps(y[t] + tg.y_group * g, v);
+    }
+}
+
+// One step: G groups (the first at row r0, the others gstep groups apart),
+// units [u0, u1).
+struct Step {
+  int64_t r0, u0, u1, gstep;
+};
+
+template <int G, int NT>
+void z_tokens(const RowDotParams& p, const Step& st, int64_t t0) {
+  const uint8_t* a[NT];
+  float* y[NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t) {
+    a[t] = activation_row(p, t0 + t);
+    y[t] = p.y + size_t(t0 + t) * p.y_row_stride + size_t(st.r0);
+  }
+  const TileGroups tg{p.w + size_t(st.r0) * p.w_row_stride, kX16Rows * p.w_row_stride * size_t(st.gstep),
+                      size_t(kX16Rows * st.gstep)};
+  const bool first = st.u0 == 0;
+  if (t0 == 0)
+    z_tile<G, NT, TileAhead::kStream>(tg, p.cols / kBf16X16ZCols, st.u0, st.u1, a, y, first);
+  else if (t0 == kMaxTokens)
+    z_tile<G, NT, TileAhead::kNextStep>(tg, p.cols / kBf16X16ZCols, st.u0, st.u1, a, y, first);
+  else
+    z_tile<G, NT, TileAhead::kNone>(tg, p.cols / kBf16X16ZCols, st.u0, st.u1, a, y, first);
+}
+
+template <int G>
+void z_step(const RowDotParams& p, const Step& st) {
+  int64_t t = 0;
+  for (; t + kMaxTokens <= p.n_tokens; t += kMaxTokens) z_tokens<G, kMaxTokens>(p, st, t);
+  if (t < p.n_tokens)
+    with_tokens<kMaxTokens - 1>(p.n_tokens - t, [&]<int NT>() { z_tokens<G, NT>(p, st, t); });
+}
+
+// One pass (up to 8 tokens) over the rows' whole width; several in steps.
+template <int G>
+void z_rows(const RowDotParams& p, int64_t r0, int64_t gstep) {
+  const int64_t nu = p.cols / kBf16X16ZCols, step = p.n_tokens <= kMaxTokens ? nu : kUnitsPerStep;
+  for (int64_t u = 0; u < nu; u += step) z_step<G>(p, Step{r0, u, std::min(nu, u + step), gstep});
+}
+
+// Tiles of three groups from the range's thirds, then the one or two left
+// (as bf16_x16's prefill_rows).
+void prefill_rows(const RowDotParams& p) {
+  const int64_t groups = (p.row_end - p.row_begin) / kX16Rows, q = groups / kX16TileGroups;
+  for (int64_t j = 0; j < q; ++j) z_rows<kX16TileGroups>(p, p.row_begin + j * kX16Rows, q);
+  const int64_t r0 = p.row_begin + kX16TileGroups * q * kX16Rows;
+  if (groups % kX16TileGroups == 2)
+    z_rows<2>(p, r0, 1);
+  else if (groups % kX16TileGroups == 1)
+    z_rows<1>(p, r0, 1);
+}
+
+}  // namespace
+
+void bf16_x16z_rows(const RowDotParams& p) {
+  if (p.n_tokens == 1)
+    decode_rows(p);
+  else
+    prefill_rows(p);
+}
+
+#else
+// No vdpbf16ps at this level: the reference takes the layout.
+void bf16_x16z_rows(const RowDotParams& p) { generic::find(DType::kBF16)(p); }
+#endif
+
+}  // namespace tandem::kernels::TANDEM_ROW_DOT_NS
