@@ -38,7 +38,7 @@ void rows_repacked(const RowDotParams& p) {
   }
   std::vector<float> y(size_t(gr) * size_t(p.n_tokens));
   for (int64_t r0 = p.row_begin; r0 < p.row_end; r0 += gr) {
-    unpack_group(p.layout, p.w + size_t(r0) * row_bytes, p.cols, w.data());
+    unpack_group(p.layout, p.w, p.rows, p.cols, r0 / gr, w.data());
     RowDotParams q = p;
     q.layout = WeightLayout::kRowMajor;
     q.w = w.data();

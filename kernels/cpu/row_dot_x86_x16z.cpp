@@ -7,7 +7,7 @@
 // vpermb through the unit's table of high bytes and two unpacks: four
 // instructions besides the loads where bf16_x16 loads two vectors. A
 // vector with an exception (about one in 200 of Gaussian weights) is
-// patched from the unit's list, out of line.
+// patched from the unit's list, in registers.
 //
 // One token keeps bf16_x16's decode order, ggml_vec_dot_bf16's bit for bit
 // (row_dot_x86_x16.cpp): sum k of 32 adds vector k of every 64 columns, in
@@ -15,8 +15,13 @@
 // sums; the decoding needs the registers bf16_x16's ninth token takes), each
 // unit's vectors decoded once per tile and used by every token; tokens that
 // take several passes go in steps of 8 units (1024 columns) so the later
-// passes find the step in L2. Both prefetch the next unit's lines (its 49 of
-// 64) as they go: the coded lines are not one stream.
+// passes find the step in L2. Both prefetch ahead in the cores' stream.
+//
+// What it gives (docs/cpu-kernels.md, stop 50): one token 1.16-1.26 times (per GB/s read)
+// bf16_x16's values per second in DeepSeek-V3's layer (its coded bytes at
+// 0.90-0.92 of the read), but Qwen3-30B-A3B's short rows lower, and the
+// tiles' decoding takes issue slots 8 tokens need (hot, one thread: 281-293
+// GFLOP/s against bf16_x16's 369-411), so the loader keeps bf16_x16.
 #include <algorithm>
 #include <cstring>
 
@@ -31,20 +36,30 @@ namespace {
 
 using x16::pair_of;
 using x16::TileAhead;
-using x16::TileGroups;
 
 constexpr size_t kCore = kBf16X16ZCore;
 constexpr int64_t kUnitPairs = kBf16X16ZCols / 2;  // column pairs of a unit: one vector each
 
-// A unit of a group (bf16_x16z.h): its core, and its spare with the
-// exceptions, after the group's cores.
+// A unit (bf16_x16z.h): its core, and its spare with the exceptions, after
+// every core of the matrix.
 struct Unit {
   const uint8_t* core;
   const uint8_t* spare;
 };
-inline Unit unit_at(const uint8_t* group, int64_t units, int64_t u) {
-  return {group + kCore * size_t(u), group + kCore * size_t(units) + kBf16X16ZSpare * size_t(u)};
-}
+// The call's matrix: unit u of the group at row r is at ... + (r / 16 * units + u).
+struct Coded {
+  const uint8_t* cores;
+  const uint8_t* spares;
+  int64_t units;
+  explicit Coded(const RowDotParams& p)
+      : cores(p.w),
+        spares(p.w + bf16_x16z_spare_at(p.rows / kX16Rows, p.cols / kBf16X16ZCols, 0, 0)),
+        units(p.cols / kBf16X16ZCols) {}
+  Unit at(int64_t row, int64_t u) const {
+    const size_t n = size_t(row / kX16Rows * units + u);
+    return {cores + kCore * n, spares + kBf16X16ZSpare * n};
+  }
+};
 
 // A unit's table of high bytes by code (sign << 3 | offset), 16 bytes
 // repeated: vpermb reads 6 index bits and a code fills the low 4.
@@ -103,24 +118,20 @@ inline void fetch_chunk(const uint8_t* core, int64_t j, size_t ahead) {
 constexpr size_t kStreamAhead = 3072;
 // One token prefetches two cores ahead. One thread over a 16384 x 7168
 // matrix from DRAM, values per second against bf16_x16's in the same
-// process, two rounds: hardware prefetches alone 0.55-0.77 (each unit's
-// decoding waits on its header's line), 3 KiB ahead 0.92-0.93, two cores
-// 0.84-0.98, four 0.93-1.28: never the 1.3 that reading 0.77 of the bytes
-// at the same rate would give.
+// process, three rounds: hardware prefetches alone 0.72-0.79, two cores
+// ahead 0.84-1.04.
 constexpr size_t kDecodeAhead = 2 * kCore;
 
 // ---- one token --------------------------------------------------------------------
 // One group (16 rows from row0), unit after unit: sum k adds vector k of
 // each 64 columns (vectors k and 32 + k of a unit), in order: ggml's floats.
-void decode_group(const RowDotParams& p, int64_t row0, const uint8_t* a) {
-  const uint8_t* w = p.w + size_t(row0) * p.w_row_stride;
+void decode_group(const RowDotParams& p, const Coded& m, int64_t row0, const uint8_t* a) {
   __m512 s[32];
 #pragma GCC unroll 32
   for (int k = 0; k < 32; ++k) s[k] = _mm512_setzero_ps();
   const __m512i shift = code_shift();
-  const int64_t units = p.cols / kBf16X16ZCols;
-  for (int64_t u = 0; u < units; ++u) {
-    const Unit un = unit_at(w, units, u);
+  for (int64_t u = 0; u < m.units; ++u) {
+    const Unit un = m.at(row0, u);
     const __m512i table = unit_table(un.core);
     const uint64_t mask = unit_mask(un.core);
     const uint8_t* au = a + 4 * size_t(kUnitPairs * u);
@@ -138,20 +149,28 @@ void decode_group(const RowDotParams& p, int64_t row0, const uint8_t* a) {
 
 void decode_rows(const RowDotParams& p) {
   const uint8_t* a = activation_row(p, 0);
-  for (int64_t r = p.row_begin; r < p.row_end; r += kX16Rows) decode_group(p, r, a);
+  const Coded m(p);
+  for (int64_t r = p.row_begin; r < p.row_end; r += kX16Rows) decode_group(p, m, r, a);
 }
 
 // ---- several tokens ------------------------------------------------------------------
 constexpr int kMaxTokens = 8;
 constexpr int64_t kUnitsPerStep = 8;  // 1024 columns
 
+// A tile's groups: G from row r0, gstep groups apart (far-apart groups: the
+// prefill's thirds), their outputs y_group floats apart.
+struct ZTile {
+  const Coded& m;
+  int64_t r0, gstep;
+  size_t y_group;
+};
+
 // G groups by NT tokens over units [u0, u1): y[t] += (or = when first) the
 // partial dots, prefetching as A says. A few tokens split each sum over two
 // chains (vectors 2i and 2i + 1), so enough independent sums hide vdpbf16ps's
 // latency.
 template <int G, int NT, TileAhead A>
-void z_tile(const TileGroups& tg, int64_t units, int64_t u0, int64_t u1, const uint8_t* const* a, float* const* y,
-            bool first) {
+void z_tile(const ZTile& tg, int64_t u0, int64_t u1, const uint8_t* const* a, float* const* y, bool first) {
   constexpr int C = NT <= 4 ? 2 : 1;
   __m512 acc[C][NT][G];
 #pragma GCC unroll 8
@@ -168,7 +187,7 @@ void z_tile(const TileGroups& tg, int64_t units, int64_t u0, int64_t u1, const u
     uint64_t mask[G];
 #pragma GCC unroll 3
     for (int g = 0; g < G; ++g) {
-      z[g] = unit_at(tg.w + tg.group_bytes * size_t(g), units, u);
+      z[g] = tg.m.at(tg.r0 + kX16Rows * tg.gstep * g, u);
       table[g] = unit_table(z[g].core);
       mask[g] = unit_mask(z[g].core);
     }
@@ -225,15 +244,15 @@ void z_tokens(const RowDotParams& p, const Step& st, int64_t t0) {
     a[t] = activation_row(p, t0 + t);
     y[t] = p.y + size_t(t0 + t) * p.y_row_stride + size_t(st.r0);
   }
-  const TileGroups tg{p.w + size_t(st.r0) * p.w_row_stride, kX16Rows * p.w_row_stride * size_t(st.gstep),
-                      size_t(kX16Rows * st.gstep)};
+  const Coded m(p);
+  const ZTile tg{m, st.r0, st.gstep, size_t(kX16Rows * st.gstep)};
   const bool first = st.u0 == 0;
   if (t0 == 0)
-    z_tile<G, NT, TileAhead::kStream>(tg, p.cols / kBf16X16ZCols, st.u0, st.u1, a, y, first);
+    z_tile<G, NT, TileAhead::kStream>(tg, st.u0, st.u1, a, y, first);
   else if (t0 == kMaxTokens)
-    z_tile<G, NT, TileAhead::kNextStep>(tg, p.cols / kBf16X16ZCols, st.u0, st.u1, a, y, first);
+    z_tile<G, NT, TileAhead::kNextStep>(tg, st.u0, st.u1, a, y, first);
   else
-    z_tile<G, NT, TileAhead::kNone>(tg, p.cols / kBf16X16ZCols, st.u0, st.u1, a, y, first);
+    z_tile<G, NT, TileAhead::kNone>(tg, st.u0, st.u1, a, y, first);
 }
 
 template <int G>

@@ -195,9 +195,11 @@ void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) 
   }
 }
 
-bool pack_group(WeightLayout l, const uint8_t* rows, int64_t cols, uint8_t* group) {
+bool pack_group(WeightLayout l, const uint8_t* rows, int64_t matrix_rows, int64_t cols, int64_t g, uint8_t* matrix) {
   const LayoutBlocks sh = layout_blocks(l);
   const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
+  const int64_t groups = matrix_rows / sh.rows, units = int64_t(nb);
+  uint8_t* group = matrix + size_t(g) * size_t(sh.rows) * row_bytes;
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* src[kMaxGroupRows];
     for (int r = 0; r < sh.rows; ++r) src[r] = rows + size_t(r) * row_bytes + b * sh.row_block;
@@ -211,15 +213,19 @@ bool pack_group(WeightLayout l, const uint8_t* rows, int64_t cols, uint8_t* grou
       for (int i = 0; i < kX16Rows; ++i) r[i] = src[i] + 64 * k;
       pack_group_block(WeightLayout::kBf16X16, r, x16 + kBf16X16GroupBlock * size_t(k));
     }
-    if (!bf16_x16z_code(x16, group + b * kBf16X16ZCore, group + nb * kBf16X16ZCore + b * kBf16X16ZSpare))
+    if (!bf16_x16z_code(x16, matrix + bf16_x16z_core_at(units, g, int64_t(b)),
+                        matrix + bf16_x16z_spare_at(groups, units, g, int64_t(b))))
       return false;
   }
   return true;
 }
 
-void unpack_group(WeightLayout l, const uint8_t* group, int64_t cols, uint8_t* rows) {
+void unpack_group(WeightLayout l, const uint8_t* matrix, int64_t matrix_rows, int64_t cols, int64_t g,
+                  uint8_t* rows) {
   const LayoutBlocks sh = layout_blocks(l);
   const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
+  const int64_t groups = matrix_rows / sh.rows, units = int64_t(nb);
+  const uint8_t* group = matrix + size_t(g) * size_t(sh.rows) * row_bytes;
   for (size_t b = 0; b < nb; ++b) {
     uint8_t* dst[kMaxGroupRows];
     for (int r = 0; r < sh.rows; ++r) dst[r] = rows + size_t(r) * row_bytes + b * sh.row_block;
@@ -228,7 +234,8 @@ void unpack_group(WeightLayout l, const uint8_t* group, int64_t cols, uint8_t* r
       continue;
     }
     uint8_t x16[kBf16X16ZUnit];
-    bf16_x16z_decode(group + b * kBf16X16ZCore, group + nb * kBf16X16ZCore + b * kBf16X16ZSpare, x16);
+    bf16_x16z_decode(matrix + bf16_x16z_core_at(units, g, int64_t(b)),
+                     matrix + bf16_x16z_spare_at(groups, units, g, int64_t(b)), x16);
     for (int k = 0; k < 4; ++k) {
       uint8_t* r[kX16Rows];
       for (int i = 0; i < kX16Rows; ++i) r[i] = dst[i] + 64 * k;
@@ -261,11 +268,16 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
   if (l == WeightLayout::kRowMajor) return;
   const LayoutBlocks sh = layout_blocks(l);
   const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
-  std::vector<uint8_t> tmp(size_t(sh.rows) * row_bytes);
+  // bf16_x16z's groups do not keep their rows' bytes (the spares follow
+  // every core): a copy of the whole matrix; the others a group's.
+  const bool whole = l == WeightLayout::kBf16X16Z;
+  const size_t group_bytes = size_t(sh.rows) * row_bytes;
+  std::vector<uint8_t> tmp(whole ? size_t(rows) * row_bytes : group_bytes);
+  if (whole) std::memcpy(tmp.data(), w, tmp.size());
   for (int64_t g = 0; g < rows / sh.rows; ++g) {
-    uint8_t* group = w + size_t(g) * tmp.size();
-    std::memcpy(tmp.data(), group, tmp.size());
-    if (!pack_group(l, tmp.data(), cols, group))
+    const uint8_t* src = whole ? tmp.data() + size_t(g) * group_bytes : tmp.data();
+    if (!whole) std::memcpy(tmp.data(), w + size_t(g) * group_bytes, group_bytes);
+    if (!pack_group(l, src, rows, cols, g, w))
       throw Error(ErrorKind::kInternal, std::string(layout_name(l)) + ": a group layout_holds passed did not pack");
   }
 }

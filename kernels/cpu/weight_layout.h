@@ -118,7 +118,7 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols);
 bool layout_holds(WeightLayout l, DType type, const uint8_t* w, int64_t rows, int64_t cols);
 
 // Rewrites `rows` contiguous row-major rows of `type` into layout `l`, in
-// place. Throws kInvalidInput when the layout does not fit or hold them
+// place (bf16_x16z: as one matrix). Throws kInvalidInput when the layout does not fit or hold them
 // (the rows are then as they were).
 void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols);
 
@@ -171,13 +171,16 @@ inline int task_rows(WeightLayout l, DType type) {
   return std::lcm(layout_tile_rows(l), amx_tiles ? 16 : 1);
 }
 
-// A group of layout_group_rows(l) contiguous rowmajor rows of `cols` values
-// to the layout's bytes and back, for the repacked layouts: the blocks one
-// by one, or for bf16_x16z the units' cores, then their spares. pack_group
-// returns false, with `group` undefined, where the layout cannot hold the
-// values (bf16_x16z: layout_holds).
-bool pack_group(WeightLayout l, const uint8_t* rows, int64_t cols, uint8_t* group);
-void unpack_group(WeightLayout l, const uint8_t* group, int64_t cols, uint8_t* rows);
+// Row group g (layout_group_rows(l) contiguous rowmajor rows of `cols`
+// values) of a matrix of `matrix_rows` rows stored as l at `matrix`, to the
+// layout's bytes and back, for the repacked layouts: the group's blocks one
+// by one, or for bf16_x16z its units' cores and spares (bf16_x16z.h: the
+// spares follow every core of the matrix). pack_group returns false, with
+// the group undefined, where the layout cannot hold the values (bf16_x16z:
+// layout_holds).
+bool pack_group(WeightLayout l, const uint8_t* rows, int64_t matrix_rows, int64_t cols, int64_t g, uint8_t* matrix);
+void unpack_group(WeightLayout l, const uint8_t* matrix, int64_t matrix_rows, int64_t cols, int64_t g,
+                  uint8_t* rows);
 // One group's block to and from its rows' plain blocks (layout_blocks(l).rows
 // pointers), for the repacked layouts but bf16_x16z, whose units are not
 // contiguous.
