@@ -24,12 +24,12 @@
 // until the thread runs: a third of a Qwen3 layer's batch-1 time).
 // TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K,
 // Q8_0 and BF16 are stored as the loader stores them on this machine
-// (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; bf16_x16,
-// fp8_x16 and q8_0_x16 with avx512bf16, "/x16");
-// --rowmajor keeps plain rows; --bf16-x16z stores BF16 as bf16_x16z
-// (weight_layout.h, "/x16z"; not what the loader stores), whose GB/s count
-// the coded bytes a kernel reads (0.77 of the matrices'; "plain" still reads
-// the whole matrices). FP8 experts carry their marks (fp8_marks.h,
+// (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; fp8_x16 and
+// q8_0_x16 with avx512bf16, "/x16"; bf16_x16z with avx512bf16, "/x16z");
+// --rowmajor keeps plain rows; --bf16-x16 stores BF16 as bf16_x16 (the
+// loader's layout before stop 50) instead of bf16_x16z ("/x16z"), whose GB/s
+// count the coded bytes a kernel reads (0.77 of the matrices'; "plain" still
+// reads the whole matrices). FP8 experts carry their marks (fp8_marks.h,
 // made once here from the rows, as a loader would; "/mk" in the table),
 // which --fp8-unmarked leaves out. --split-bf16 runs BF16 and FP8 with
 // activations of f32 precision ("/sp": MoeShape::split_bf16_activations, as
@@ -166,7 +166,7 @@ struct Options {
   double read_gib = 2.0;
   bool hot = false;       // no probe read between repetitions: weights stay in cache where they fit
   bool rowmajor = false;  // plain rows where the arena would repack them
-  bool bf16_x16z = false;  // BF16 as bf16_x16z
+  bool bf16_x16 = false;  // BF16 as bf16_x16 rather than bf16_x16z
   bool fp8_unmarked = false;  // FP8 experts without their marks
   bool split_bf16 = false;    // MoeShape::split_bf16_activations
   int spin_us = 100'000;  // the pool threads' spin between jobs
@@ -295,7 +295,7 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
 // rows (--rowmajor).
 tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int64_t rows, int64_t cols) {
   if (o.rowmajor) return tk::WeightLayout::kRowMajor;
-  if (o.bf16_x16z && tk::layout_fits(tk::WeightLayout::kBf16X16Z, type, rows, cols)) return tk::WeightLayout::kBf16X16Z;
+  if (o.bf16_x16 && tk::layout_fits(tk::WeightLayout::kBf16X16, type, rows, cols)) return tk::WeightLayout::kBf16X16;
   return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 
@@ -480,7 +480,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--hot") o.hot = true;
     else if (a == "--spin-us") o.spin_us = std::stoi(value());
     else if (a == "--rowmajor") o.rowmajor = true;
-    else if (a == "--bf16-x16z") o.bf16_x16z = true;
+    else if (a == "--bf16-x16") o.bf16_x16 = true;
     else if (a == "--fp8-unmarked") o.fp8_unmarked = true;
     else if (a == "--split-bf16") o.split_bf16 = true;
     else if (a == "--types") {
@@ -499,7 +499,7 @@ Options parse(int argc, char** argv) {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
                           "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
                           "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
-                          "[--hot] [--rowmajor] [--bf16-x16z] [--fp8-unmarked] [--split-bf16] [--spin-us N]");
+                          "[--hot] [--rowmajor] [--bf16-x16] [--fp8-unmarked] [--split-bf16] [--spin-us N]");
     }
   }
   return o;

@@ -109,8 +109,8 @@ void write_fp8_scales(const MappedTensor& t, const Placement& p, std::byte* base
 
 // Copies one canonical tensor into its placements: the whole tensor for a
 // dense one, or each worker's rows (gate/up) or columns (down) of every expert.
-void write_tensor(const MappedTensor& t, const std::vector<const Placement*>& dst,
-                  std::byte* base, ProgressMeter& progress) {
+void write_tensor(const MappedTensor& t, const std::vector<Placement*>& dst, std::byte* base,
+                  ProgressMeter& progress) {
   const Placement& first = *dst.front();
   const DType dt = first.dtype;
   const uint64_t cols = t.shape.back();
@@ -160,12 +160,27 @@ void write_tensor(const MappedTensor& t, const std::vector<const Placement*>& ds
     }
     if (p->role != PlacementRole::kValues) progress.add(p->bytes);
   }
-  // Then each placement's layout, matrix by matrix (groups never cross one),
-  // after the marks: they are made from the rows (fp8_marks.h).
-  for (const Placement* p : dst)
-    if (p->role == PlacementRole::kValues && p->layout != kernels::WeightLayout::kRowMajor)
-      kernels::repack_rows(p->layout, p->dtype, reinterpret_cast<uint8_t*>(base + p->offset),
-                           int64_t(p->shape[0] * p->shape[1]), int64_t(p->shape[2]));
+  // Then each placement's layout, expert matrix by expert matrix, after the
+  // marks: they are made from the rows (fp8_marks.h). A layout that codes
+  // values (bf16_x16z) may not hold a tensor's (random bits do not code):
+  // then the tensor takes the layout's fallback, which holds any, and the
+  // manifest says so (Arena::build rewrites it).
+  for (Placement* p : dst) {
+    if (p->role != PlacementRole::kValues || p->layout == kernels::WeightLayout::kRowMajor) continue;
+    uint8_t* w = reinterpret_cast<uint8_t*>(base + p->offset);
+    const int64_t experts = int64_t(p->shape[0]), rows = int64_t(p->shape[1]), n = int64_t(p->shape[2]);
+    const size_t matrix_bytes = size_t(rows) * *bytes_for(p->dtype, uint64_t(n));
+    for (int64_t e = 0; e < experts; ++e)
+      if (!kernels::layout_holds(p->layout, p->dtype, w + size_t(e) * matrix_bytes, rows, n)) {
+        const kernels::WeightLayout fb = kernels::layout_fallback(p->layout);
+        spdlog::warn("{}: expert {} does not code as {}: the tensor is stored as {}", p->name, e,
+                     kernels::layout_name(p->layout), kernels::layout_name(fb));
+        p->layout = fb;
+        break;
+      }
+    for (int64_t e = 0; e < experts; ++e)
+      kernels::repack_rows(p->layout, p->dtype, w + size_t(e) * matrix_bytes, rows, n);
+  }
 }
 
 kj::Array<capnp::word> make_manifest(const ArenaPlan& plan, const ModelSource& src,
@@ -290,8 +305,8 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
 
       // Placements grouped by source tensor, in plan order: each tensor is read once.
       std::vector<const MappedTensor*> order;
-      std::unordered_map<const MappedTensor*, std::vector<const Placement*>> groups;
-      for (const Placement& p : plan.placements) {
+      std::unordered_map<const MappedTensor*, std::vector<Placement*>> groups;
+      for (Placement& p : plan.placements) {
         auto& g = groups[p.source];
         if (g.empty()) order.push_back(p.source);
         g.push_back(&p);
@@ -302,7 +317,12 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
                      [&] { write_tensor(*t, group, map.data(), progress); });
         stats.tensors_written += group.size();
       }
-      std::memcpy(map.data() + plan.data_end, manifest.asBytes().begin(), manifest_bytes);
+      // A tensor that took its layout's fallback (write_tensor) changes the
+      // manifest, not its size: the layouts' names are of one word each.
+      kj::Array<capnp::word> written = make_manifest(plan, src, id);
+      if (written.asBytes().size() != manifest_bytes)
+        throw Error(ErrorKind::kInternal, "the manifest changed size with a fallback layout");
+      std::memcpy(map.data() + plan.data_end, written.asBytes().begin(), manifest_bytes);
       h.build_unix_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count());

@@ -27,9 +27,11 @@ inline constexpr uint32_t kFormatVersion = 1;
 // with .scale and .marks placements (arena_plan.h); 7: FP8 gate and up
 // slices of 5120 columns or more as fp8_s16, its bytes paired
 // (weight_layout.h); 8: routed FP8 slices of whole scale blocks as fp8_x16,
-// and Q8_0 slices as q8_0_x16 for avx512bf16 (weight_layout.h). Arena::open
-// refuses another.
-inline constexpr uint32_t kLayoutVersion = 8;
+// and Q8_0 slices as q8_0_x16 for avx512bf16 (weight_layout.h); 9: BF16
+// slices as bf16_x16z for avx512bf16, each expert's matrix coded alone
+// (bf16_x16 where a tensor's values do not code). Arena::open refuses
+// another.
+inline constexpr uint32_t kLayoutVersion = 9;
 inline constexpr uint64_t kHeaderBytes = 4096;
 
 enum class ArenaState : uint32_t { kBuilding = 1, kReady = 2 };

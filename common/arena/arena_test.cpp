@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <iterator>
+#include <random>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -225,8 +227,10 @@ int expect_repacked(const Arena& a, const Arena& b,
                               reinterpret_cast<const uint8_t*>(p.bytes.data()) + p.bytes.size());
     const kernels::WeightLayout l = layout_of(q);
     EXPECT_EQ(q.layout, kernels::layout_name(l));
-    if (l != kernels::WeightLayout::kRowMajor) {
-      kernels::repack_rows(l, q.dtype, want.data(), int64_t(q.shape[0] * q.shape[1]), int64_t(q.shape[2]));
+    if (l != kernels::WeightLayout::kRowMajor) {  // each expert's matrix alone (bf16_x16z codes one whole)
+      const size_t matrix = want.size() / q.shape[0];
+      for (uint64_t e = 0; e < q.shape[0]; ++e)
+        kernels::repack_rows(l, q.dtype, want.data() + e * matrix, int64_t(q.shape[1]), int64_t(q.shape[2]));
       ++repacked;
     }
     EXPECT_EQ(q.bytes.size(), want.size());
@@ -289,6 +293,57 @@ TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredAsX16ForAvx512Bf16) {
     return gate_up ? kernels::WeightLayout::kFp8X16 : kernels::WeightLayout::kRowMajor;
   });
   EXPECT_GT(sliced, 0);
+}
+
+// BF16 expert slices (whole units of 128 columns) are stored as bf16_x16z
+// for the avx512bf16 level, each expert's matrix coded alone; a tensor with
+// an expert whose values do not code (here one expert's gate overwritten
+// with finite values over every exponent) takes bf16_x16, and the manifest
+// says so.
+TEST_F(ArenaTest, Bf16ExpertsAreCodedOrFallBackPerTensor) {
+  const std::string path = make_model(Arch::kQwen3Moe, DType::kBF16, genmodel::OutFormat::kHf, "bf16z", 256, 256);
+  std::string spoiled;
+  {
+    auto src = ModelSource::open(path);
+    for (const MappedTensor& t : src->tensors().tensors())
+      if (spoiled.empty() && t.name.find("ffn_gate_exps") != std::string::npos) {
+        spoiled = t.name;
+        const SourceMatrix& m = *t.pieces.at(1).src;  // expert 1's matrix
+        std::ifstream in(m.file, std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const size_t at = bytes.find(std::string(reinterpret_cast<const char*>(m.data.data()), 256));
+        ASSERT_NE(at, std::string::npos);
+        std::mt19937 rng(7);
+        for (size_t i = 0; i + 1 < m.data.size(); i += 2) {
+          const uint16_t v = uint16_t((rng() & 0x8000) | (1 + rng() % 254) << 7 | (rng() & 0x7f));
+          std::memcpy(&bytes[at + i], &v, 2);
+        }
+        std::ofstream(m.file, std::ios::binary | std::ios::trunc) << bytes;
+      }
+  }
+  ASSERT_FALSE(spoiled.empty());
+  auto src = ModelSource::open(path);
+  BuildOptions plain, z;
+  plain.worker_nodes = z.worker_nodes = {0};
+  z.repack_for = kernels::CpuIsa::kAvx512Bf16;
+  Arena::build(run_.file("bf16z-plain"), *src, plain);
+  Arena::build(run_.file("bf16z-z"), *src, z);
+  Arena a = Arena::open(run_.file("bf16z-plain")), b = Arena::open(run_.file("bf16z-z"));
+  int coded = 0;
+  const int repacked = expect_repacked(a, b, [&](const ArenaTensor& q) {
+    if (q.worker < 0) return kernels::WeightLayout::kRowMajor;
+    EXPECT_EQ(q.dtype, DType::kBF16) << q.name;
+    if (q.name == spoiled) return kernels::WeightLayout::kBf16X16;
+    ++coded;
+    return kernels::WeightLayout::kBf16X16Z;
+  });
+  EXPECT_GT(coded, 2);
+  EXPECT_EQ(repacked, coded + 1);
+  // Reopened with the same plan, it is adopted, fallback and all.
+  BuildStats again;
+  Arena c = Arena::open_or_build(run_.file("bf16z-z"), *src, z, &again);
+  EXPECT_FALSE(again.built);
+  EXPECT_EQ(c.at(spoiled, 0).layout, "bf16_x16");
 }
 
 TEST_F(ArenaTest, TwoVirtualNodesEachSliceOnceAndBoundWherePossible) {

@@ -85,6 +85,27 @@ TEST(MoeLayer, Bf16X16LayerAgreesWithTheExactLayerAtEveryLevel) {
   }
 }
 
+// BF16 experts stored as bf16_x16z (the arena's layout for them at
+// avx512bf16 since layout version 9) agree with the exact layer at every
+// level, from one token (ggml's order) to passes of several tokens in steps.
+TEST(MoeLayer, Bf16X16ZLayerAgreesWithTheExactLayerAtEveryLevel) {
+  const Layer L = make_layer(DType::kBF16, DType::kBF16, 512, 768, 5, 67);
+  Layer X = L;
+  repack_experts(X, WeightLayout::kBf16X16Z, WeightLayout::kBf16X16Z);
+  for (int64_t tokens : {1, 6, 45}) {
+    const Routing r = make_routing(tokens, 3, 512, 5, uint32_t(70 + tokens));
+    std::vector<double> scale;
+    const std::vector<double> want = exact(L, r, scale);
+    for (int level = 0; level < kCpuIsaCount; ++level) {
+      if (!supports(detect_cpu_features(), CpuIsa(level))) continue;
+      SCOPED_TRACE(std::string(isa_name(CpuIsa(level))) + ", " + std::to_string(tokens) + " tokens");
+      const std::vector<float> y = run_layer(X, r, CpuIsa(level), 2);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_LE(std::fabs(y[i] - want[i]), 4e-3 * scale[i] + 1e-7) << "output " << i;
+    }
+  }
+}
+
 // The layer as one call per expert matrix, over all its rows and every
 // token routed to it, with `isa`'s kernels and vector ops (the layer's
 // conversions and weighted-sum order).

@@ -114,6 +114,11 @@ WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t 
   // tiles read q8_0_x4.
   if (type == DType::kQ8_0 && isa == CpuIsa::kAvx512Bf16 && layout_fits(WeightLayout::kQ8_0X16, type, rows, cols))
     return WeightLayout::kQ8_0X16;
+  // BF16 as bf16_x16z for the avx512bf16 level (the loader falls back to
+  // bf16_x16 for a tensor whose values do not code); the amx level's BF16
+  // tiles read bf16_x16.
+  if (type == DType::kBF16 && isa == CpuIsa::kAvx512Bf16 && layout_fits(WeightLayout::kBf16X16Z, type, rows, cols))
+    return WeightLayout::kBf16X16Z;
   const WeightLayout l = expert_layout(type, isa);
   return layout_fits(l, type, rows, cols) ? l : WeightLayout::kRowMajor;
 }
@@ -242,6 +247,10 @@ void unpack_group(WeightLayout l, const uint8_t* matrix, int64_t matrix_rows, in
       unpack_group_block(WeightLayout::kBf16X16, x16 + kBf16X16GroupBlock * size_t(k), r);
     }
   }
+}
+
+WeightLayout layout_fallback(WeightLayout l) {
+  return l == WeightLayout::kBf16X16Z ? WeightLayout::kBf16X16 : l;
 }
 
 bool layout_holds(WeightLayout l, DType type, const uint8_t* w, int64_t rows, int64_t cols) {

@@ -69,11 +69,13 @@
 // "bf16_x16z" (BF16, rows a multiple of 16, columns a multiple of 128):
 // bf16_x16 with each value's high byte coded in 4 bits, losslessly, in the
 // same 4096 bytes per 16 rows by 128 columns (bf16_x16z.h), of which a
-// kernel reads 3136: 0.77 of the bytes. Not every matrix codes (random bits
-// do not); layout_holds says which. Its kernels (avx512bf16) read no faster
-// than bf16_x16's yet (docs/cpu-kernels.md, stop 50: the same raw-equivalent
-// bytes per second, so 0.77 of the DRAM rate), so expert_matrix_layout does
-// not choose it; tandem-bench-moe --bf16-x16z measures it.
+// kernel reads 3136: 0.77 of the bytes. A matrix is coded as one (its
+// spares follow all its cores). Not every matrix codes (random bits do
+// not); layout_holds says which, and the loader stores a tensor with one
+// that does not as bf16_x16 (layout_fallback). expert_matrix_layout stores
+// BF16 this way for the avx512bf16 level (since stop 50: one token 1.2-1.3
+// times the values per GB/s read; docs/cpu-kernels.md); the amx level's
+// tiles read bf16_x16.
 //
 // Same values, same products: the x4 layouts and one-token bf16_x16 give the
 // rowmajor results bit for bit.
@@ -116,6 +118,9 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols);
 // that fit it): true for every layout but bf16_x16z, which codes only
 // values whose exponents lie close together (bf16_x16z.h).
 bool layout_holds(WeightLayout l, DType type, const uint8_t* w, int64_t rows, int64_t cols);
+// The layout to store a matrix in where `l` does not hold it: bf16_x16 for
+// bf16_x16z (which fits wherever bf16_x16z does), else l.
+WeightLayout layout_fallback(WeightLayout l);
 
 // Rewrites `rows` contiguous row-major rows of `type` into layout `l`, in
 // place (bf16_x16z: as one matrix). Throws kInvalidInput when the layout does not fit or hold them

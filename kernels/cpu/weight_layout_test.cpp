@@ -59,7 +59,13 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512Bf16, 32, 200), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAmx, 2048, 7168), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kF8E4M3, CpuIsa::kAvx512, 2048, 7168), WeightLayout::kRowMajor);
-  EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAvx512Bf16, 32, 128), WeightLayout::kBf16X16);
+  // BF16: bf16_x16z at avx512bf16 where whole units of 128 columns fit, else bf16_x16 (the
+  // loader's fallback too: layout_fallback), bf16_x16 at amx
+  EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAvx512Bf16, 32, 128), WeightLayout::kBf16X16Z);
+  EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAvx512Bf16, 32, 192), WeightLayout::kBf16X16);
+  EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAmx, 32, 128), WeightLayout::kBf16X16);
+  EXPECT_EQ(layout_fallback(WeightLayout::kBf16X16Z), WeightLayout::kBf16X16);
+  EXPECT_EQ(layout_fallback(WeightLayout::kQ8_0X16), WeightLayout::kQ8_0X16);
   EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAvx512Bf16, 32, 96), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kQ4_K, CpuIsa::kAvx512, 8, 512), WeightLayout::kQ4KX4);
   EXPECT_EQ(expert_matrix_layout(DType::kQ4_K, CpuIsa::kAvx512, 6, 512), WeightLayout::kRowMajor);
