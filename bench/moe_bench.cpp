@@ -295,7 +295,8 @@ void fill_weights(DType t, int64_t cols, uint8_t* dst, size_t bytes, std::mt1993
 // rows (--rowmajor).
 tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int64_t rows, int64_t cols) {
   if (o.rowmajor) return tk::WeightLayout::kRowMajor;
-  if (o.bf16_x16 && tk::layout_fits(tk::WeightLayout::kBf16X16, type, rows, cols)) return tk::WeightLayout::kBf16X16;
+  if (o.bf16_x16 && isa == tk::CpuIsa::kAvx512Bf16 && tk::layout_fits(tk::WeightLayout::kBf16X16, type, rows, cols))
+    return tk::WeightLayout::kBf16X16;
   return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 

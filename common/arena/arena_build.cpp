@@ -173,13 +173,42 @@ void write_tensor(const MappedTensor& t, const std::vector<Placement*>& dst, std
     for (int64_t e = 0; e < experts; ++e)
       if (!kernels::layout_holds(p->layout, p->dtype, w + size_t(e) * matrix_bytes, rows, n)) {
         const kernels::WeightLayout fb = kernels::layout_fallback(p->layout);
-        spdlog::warn("{}: expert {} does not code as {}: the tensor is stored as {}", p->name, e,
-                     kernels::layout_name(p->layout), kernels::layout_name(fb));
+        spdlog::warn("{} (worker {}): expert {} does not code as {}: the slice is stored as {}", p->name, p->worker,
+                     e, kernels::layout_name(p->layout), kernels::layout_name(fb));
         p->layout = fb;
         break;
       }
     for (int64_t e = 0; e < experts; ++e)
       kernels::repack_rows(p->layout, p->dtype, w + size_t(e) * matrix_bytes, rows, n);
+  }
+}
+
+// The expert kernels take one layout for a layer's gate and up (MoeShape):
+// where one of a worker's pair fell back (write_tensor), the other is
+// rewritten from its layout into the same fallback.
+void match_gate_up_layouts(ArenaPlan& plan, std::byte* base) {
+  const std::string gate = "ffn_gate_exps.weight", up = "ffn_up_exps.weight";
+  for (Placement& g : plan.placements) {
+    if (g.role != PlacementRole::kValues || !g.name.ends_with(gate)) continue;
+    const std::string up_name = g.name.substr(0, g.name.size() - gate.size()) + up;
+    for (Placement& u : plan.placements) {
+      if (u.role != PlacementRole::kValues || u.name != up_name || u.worker != g.worker || u.layout == g.layout)
+        continue;
+      Placement& coded = kernels::layout_fallback(g.layout) == u.layout ? g : u;
+      const kernels::WeightLayout to = kernels::layout_fallback(coded.layout);
+      if (to == coded.layout || (&coded == &g ? u.layout : g.layout) != to)
+        throw Error(ErrorKind::kInternal, fmt::format("{} and {} (worker {}) have layouts {} and {}", g.name, u.name,
+                                                      g.worker, kernels::layout_name(g.layout),
+                                                      kernels::layout_name(u.layout)));
+      spdlog::warn("{} (worker {}): stored as {} too, as its pair", coded.name, coded.worker,
+                   kernels::layout_name(to));
+      const int64_t rows = int64_t(coded.shape[1]), n = int64_t(coded.shape[2]);
+      const size_t matrix_bytes = size_t(rows) * *bytes_for(coded.dtype, uint64_t(n));
+      for (uint64_t e = 0; e < coded.shape[0]; ++e)
+        kernels::relayout_rows(coded.layout, to, coded.dtype,
+                               reinterpret_cast<uint8_t*>(base + coded.offset) + e * matrix_bytes, rows, n);
+      coded.layout = to;
+    }
   }
 }
 
@@ -317,8 +346,10 @@ BuildStats Arena::build(const std::string& path, const ModelSource& src, const B
                      [&] { write_tensor(*t, group, map.data(), progress); });
         stats.tensors_written += group.size();
       }
+      match_gate_up_layouts(plan, map.data());
       // A tensor that took its layout's fallback (write_tensor) changes the
-      // manifest, not its size: the layouts' names are of one word each.
+      // manifest, not its size: the layouts' names ("bf16_x16z", "bf16_x16")
+      // take two words each.
       kj::Array<capnp::word> written = make_manifest(plan, src, id);
       if (written.asBytes().size() != manifest_bytes)
         throw Error(ErrorKind::kInternal, "the manifest changed size with a fallback layout");

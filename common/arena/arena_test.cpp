@@ -298,8 +298,9 @@ TEST_F(ArenaTest, LongFp8ExpertRowsAreStoredAsX16ForAvx512Bf16) {
 // BF16 expert slices (whole units of 128 columns) are stored as bf16_x16z
 // for the avx512bf16 level, each expert's matrix coded alone; a tensor with
 // an expert whose values do not code (here one expert's gate overwritten
-// with finite values over every exponent) takes bf16_x16, and the manifest
-// says so.
+// with finite values over every exponent) takes bf16_x16, and so does its
+// layer's up (the kernels take one layout for both), and the manifest says
+// so.
 TEST_F(ArenaTest, Bf16ExpertsAreCodedOrFallBackPerTensor) {
   const std::string path = make_model(Arch::kQwen3Moe, DType::kBF16, genmodel::OutFormat::kHf, "bf16z", 256, 256);
   std::string spoiled;
@@ -322,6 +323,7 @@ TEST_F(ArenaTest, Bf16ExpertsAreCodedOrFallBackPerTensor) {
       }
   }
   ASSERT_FALSE(spoiled.empty());
+  const std::string up_of_spoiled = spoiled.substr(0, spoiled.find("ffn_gate_exps")) + "ffn_up_exps.weight";
   auto src = ModelSource::open(path);
   BuildOptions plain, z;
   plain.worker_nodes = z.worker_nodes = {0};
@@ -333,17 +335,18 @@ TEST_F(ArenaTest, Bf16ExpertsAreCodedOrFallBackPerTensor) {
   const int repacked = expect_repacked(a, b, [&](const ArenaTensor& q) {
     if (q.worker < 0) return kernels::WeightLayout::kRowMajor;
     EXPECT_EQ(q.dtype, DType::kBF16) << q.name;
-    if (q.name == spoiled) return kernels::WeightLayout::kBf16X16;
+    if (q.name == spoiled || q.name == up_of_spoiled) return kernels::WeightLayout::kBf16X16;
     ++coded;
     return kernels::WeightLayout::kBf16X16Z;
   });
   EXPECT_GT(coded, 2);
-  EXPECT_EQ(repacked, coded + 1);
+  EXPECT_EQ(repacked, coded + 2);
   // Reopened with the same plan, it is adopted, fallback and all.
   BuildStats again;
   Arena c = Arena::open_or_build(run_.file("bf16z-z"), *src, z, &again);
   EXPECT_FALSE(again.built);
   EXPECT_EQ(c.at(spoiled, 0).layout, "bf16_x16");
+  EXPECT_EQ(c.at(up_of_spoiled, 0).layout, "bf16_x16");
 }
 
 TEST_F(ArenaTest, TwoVirtualNodesEachSliceOnceAndBoundWherePossible) {

@@ -1,5 +1,6 @@
 #include "kernels/cpu/bf16_x16z.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tandem::kernels {
@@ -56,10 +57,13 @@ void bf16_x16z_decode(const uint8_t* core, const uint8_t* spare, uint8_t* x16) {
       x16[64 * v + 2 * w] = core[bf16_x16z_lo(i) + size_t(s)];
       x16[64 * v + 2 * w + 1] = uint8_t((code & 8) << 4 | (base + (code & 7)));
     }
-  const int n = core[10] | core[11] << 8;
+  // The count and positions as the coder writes them; a damaged unit's
+  // others are ignored rather than read or written out of bounds.
+  const int n = std::min(core[10] | core[11] << 8, kBf16X16ZMaxExceptions);
   for (int k = 0; k < n; ++k) {
     const uint8_t* x = spare + 3 * size_t(k);
-    x16[2 * size_t(x[0] | x[1] << 8) + 1] = x[2];
+    const size_t pos = size_t(x[0] | x[1] << 8);
+    if (pos < kBf16X16ZUnit / 2) x16[2 * pos + 1] = x[2];
   }
 }
 

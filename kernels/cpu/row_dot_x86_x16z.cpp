@@ -17,11 +17,11 @@
 // take several passes go in steps of 8 units (1024 columns) so the later
 // passes find the step in L2. Both prefetch ahead in the cores' stream.
 //
-// What it gives (docs/cpu-kernels.md, stop 50): one token 1.16-1.26 times (per GB/s read)
-// bf16_x16's values per second in DeepSeek-V3's layer (its coded bytes at
-// 0.90-0.92 of the read), but Qwen3-30B-A3B's short rows lower, and the
-// tiles' decoding takes issue slots 8 tokens need (hot, one thread: 281-293
-// GFLOP/s against bf16_x16's 369-411), so the loader keeps bf16_x16.
+// What it gives (docs/cpu-kernels.md, stop 50): in the layer 1.1-1.5 times
+// bf16_x16's values per second from batch 1 to 32 at the same reads, the
+// same at DeepSeek-V3's 256 tokens, 0.85-0.95 at Qwen3-30B-A3B's (16 tokens
+// an expert: the tiles' decoding takes issue slots the tokens need). The
+// loader stores BF16 this way for this level.
 #include <algorithm>
 #include <cstring>
 
@@ -81,7 +81,7 @@ inline __m512i code_shift() {
 // in memory throughout (a store of each decoded vector and a third of the
 // sums on the stack: one token at 0.7 of bf16_x16's speed).
 inline void patch_pair(const Unit& un, int64_t i, __m512bh& v0, __m512bh& v1) {
-  const int n = un.core[10] | un.core[11] << 8;
+  const int n = std::min(un.core[10] | un.core[11] << 8, kBf16X16ZMaxExceptions);  // a damaged count: no further
   for (int k = 0; k < n; ++k) {
     const uint8_t* x = un.spare + 3 * size_t(k);
     const int pos = x[0] | x[1] << 8, v = pos / 32;

@@ -291,6 +291,20 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
   }
 }
 
+void relayout_rows(WeightLayout from, WeightLayout to, DType type, uint8_t* w, int64_t rows, int64_t cols) {
+  if (from != WeightLayout::kRowMajor) {
+    if (!layout_fits(from, type, rows, cols))
+      fail_invalid("layout {} cannot hold a {} x {} matrix of {}", layout_name(from), rows, cols, name(type));
+    const int gr = layout_group_rows(from);
+    const size_t group_bytes = size_t(gr) * *bytes_for(type, uint64_t(cols));
+    std::vector<uint8_t> plain(group_bytes * size_t(rows / gr));
+    for (int64_t g = 0; g < rows / gr; ++g)
+      unpack_group(from, w, rows, cols, g, plain.data() + size_t(g) * group_bytes);
+    std::memcpy(w, plain.data(), plain.size());
+  }
+  repack_rows(to, type, w, rows, cols);
+}
+
 namespace {
 // Byte group (s, h, c) of a Q8_K block sits at 64c + 32h + 4s plain and at
 // 32s + 16h + 4c permuted for q4_k_x4; to_x4 moves each one way or back.

@@ -176,6 +176,10 @@ inline int task_rows(WeightLayout l, DType type) {
   return std::lcm(layout_tile_rows(l), amx_tiles ? 16 : 1);
 }
 
+// Rewrites a rows x cols matrix of `type` stored as `from` into `to`, in
+// place (through rowmajor rows). Throws as repack_rows.
+void relayout_rows(WeightLayout from, WeightLayout to, DType type, uint8_t* w, int64_t rows, int64_t cols);
+
 // Row group g (layout_group_rows(l) contiguous rowmajor rows of `cols`
 // values) of a matrix of `matrix_rows` rows stored as l at `matrix`, to the
 // layout's bytes and back, for the repacked layouts: the group's blocks one
