@@ -185,8 +185,16 @@ Layout layout(const MoeShape& s, int64_t max_tokens, int top_k) {
 // each in turn.
 void warm_workspace(const Layout& l, int64_t n_experts, uint8_t* ws) {
   constexpr size_t kMaxBytes = 16 << 10;  // a batch of a few tokens; more is worth less
+  // The empty asm keeps the loop: GCC counts a prefetch as no effect, and
+  // C++ lets a loop without effects be deleted (-ffinite-loops), as these
+  // were until stop 51 (moe.o held no prefetch; prefetch_kept_test.sh
+  // checks). Restored, the layer's times at batch 1 moved less than the
+  // bench's noise.
   auto warm = [&](size_t from, size_t to) {
-    for (size_t o = from; o < std::min(to, from + kMaxBytes); o += kAlign) __builtin_prefetch(ws + o, 1, 3);
+    for (size_t o = from; o < std::min(to, from + kMaxBytes); o += kAlign) {
+      __builtin_prefetch(ws + o, 1, 3);
+      asm volatile("" : : "r"(ws + o));
+    }
   };
   warm(l.counts, l.g);
   warm(l.yd, l.yd + sizeof(int32_t) * size_t(n_experts));  // route()'s cursors

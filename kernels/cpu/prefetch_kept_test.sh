@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# GCC counts a prefetch as having no effect, so it deletes a loop of nothing
+# but prefetches (C++ lets a loop without effects go: -ffinite-loops) and a
+# call to a function whose only work is prefetching (ipa-pure-const takes it
+# for const). Stop 51 found both in the library: moe_forward's warming of
+# its workspace had no prefetch left, and bf16_x16z's prefetch of the next
+# unit's exceptions was dropped with its helper. This checks the compiled
+# library (argument 1) still holds them.
+set -euo pipefail
+lib=$1
+command -v objdump > /dev/null || { echo "objdump (binutils) is needed to read $lib" >&2; exit 1; }
+dis=$(mktemp)
+trap 'rm -f "$dis"' EXIT
+objdump -d --no-show-raw-insn -C "$lib" > "$dis"
+
+# Prefetch instructions in the functions whose names contain $1.
+prefetches() {
+  awk -v pat="$1" '/^[0-9a-f]+ <.*>:$/ { in_f = index($0, pat) > 0 } in_f && /prefetch/ { n++ } END { print n + 0 }' "$dis"
+}
+fails=0
+expect_at_least() {  # name pattern, least count, what it is
+  local n
+  n=$(prefetches "$1")
+  if ((n < $2)); then
+    echo "FAIL: $3: $n prefetch instructions in functions named like '$1', expected at least $2" >&2
+    fails=1
+  else
+    echo "ok: $3 ($n prefetches)"
+  fi
+}
+expect_at_least "tandem::kernels::moe_forward(" 1 "the layer warms its workspace"
+# One token: 48 lines of the core two units on, its header, the next spare.
+expect_at_least "(anonymous namespace)::decode_group(tandem::kernels::RowDotParams const&, \
+tandem::kernels::avx512bf16::(anonymous namespace)::Coded const&" 50 "bf16_x16z one token"
+# Three groups streaming: each group's 3 lines a chunk and its next spare.
+expect_at_least "avx512bf16::(anonymous namespace)::z_tile<3, 8, (tandem::kernels::avx512bf16::x16::TileAhead)1>" 12 \
+  "bf16_x16z tile of three groups"
+exit $fails
