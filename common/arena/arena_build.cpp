@@ -170,19 +170,18 @@ void write_tensor(const MappedTensor& t, const std::vector<Placement*>& dst, std
     uint8_t* w = reinterpret_cast<uint8_t*>(base + p->offset);
     const int64_t experts = int64_t(p->shape[0]), rows = int64_t(p->shape[1]), n = int64_t(p->shape[2]);
     const size_t matrix_bytes = size_t(rows) * *bytes_for(p->dtype, uint64_t(n));
-    // Checked expert by expert as it is repacked, not in a pass of its own
-    // over the whole slice first (an extra cold read of every BF16 expert):
-    // the rare expert that does not code takes the ones before it along.
+    // Each expert is coded as it is repacked, with no pass of its own to
+    // check first (an extra read of every BF16 expert): the rare expert that
+    // does not code takes the ones before it along to the fallback.
     for (int64_t e = 0; e < experts; ++e) {
       uint8_t* m = w + size_t(e) * matrix_bytes;
-      if (!kernels::layout_holds(p->layout, p->dtype, m, rows, n)) {
-        const kernels::WeightLayout fb = kernels::layout_fallback(p->layout);
-        spdlog::warn("{} (worker {}): expert {} does not code as {}: the slice is stored as {}", p->name, p->worker,
-                     e, kernels::layout_name(p->layout), kernels::layout_name(fb));
-        for (int64_t d = 0; d < e; ++d)
-          kernels::relayout_rows(p->layout, fb, p->dtype, w + size_t(d) * matrix_bytes, rows, n);
-        p->layout = fb;
-      }
+      if (kernels::try_repack_rows(p->layout, p->dtype, m, rows, n)) continue;
+      const kernels::WeightLayout fb = kernels::layout_fallback(p->layout);
+      spdlog::warn("{} (worker {}): expert {} does not code as {}: the slice is stored as {}", p->name, p->worker, e,
+                   kernels::layout_name(p->layout), kernels::layout_name(fb));
+      for (int64_t d = 0; d < e; ++d)
+        kernels::relayout_rows(p->layout, fb, p->dtype, w + size_t(d) * matrix_bytes, rows, n);
+      p->layout = fb;
       kernels::repack_rows(p->layout, p->dtype, m, rows, n);
     }
   }

@@ -1,8 +1,8 @@
 // bf16_x16z (bf16_x16z.h): BF16 as bf16_x16 with each high byte coded in 4
 // bits. Coding gives every value back bit for bit (zeros, subnormals,
 // infinities, NaN and values far outside the window as exceptions) or
-// refuses a unit it cannot hold; the loader's check (layout_holds) and
-// repack_rows agree with it; and its kernel (avx512bf16:
+// refuses a unit it cannot hold; the check (layout_holds), repack_rows
+// and the loader's try_repack_rows agree with it; and its kernel (avx512bf16:
 // row_dot_x86_x16z.cpp; lower levels: the reference) gives one token
 // ggml's floats bit for bit and several tokens bf16_x16's bound, with
 // exceptions in the vectors it reads.
@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -117,6 +118,9 @@ TEST(Bf16X16Z, LoaderCheckAndRepackAgree) {
   std::vector<uint8_t> z = w;
   repack_rows(WeightLayout::kBf16X16Z, DType::kBF16, z.data(), rows, cols);
   EXPECT_NE(z, w);
+  std::vector<uint8_t> t = w;  // the loader's one pass codes the same bytes
+  EXPECT_TRUE(try_repack_rows(WeightLayout::kBf16X16Z, DType::kBF16, t.data(), rows, cols));
+  EXPECT_EQ(t, z);
   // Random bits lie over every exponent: refused, and left as they were.
   std::uniform_int_distribution<int> byte(0, 255);
   std::vector<uint8_t> noise(w.size());
@@ -131,6 +135,15 @@ TEST(Bf16X16Z, LoaderCheckAndRepackAgree) {
     EXPECT_NE(std::string(e.what()).find("bf16_x16z"), std::string::npos) << e.what();
   }
   EXPECT_EQ(tried, noise);
+  EXPECT_FALSE(try_repack_rows(WeightLayout::kBf16X16Z, DType::kBF16, tried.data(), rows, cols));
+  EXPECT_EQ(tried, noise);
+  // A first group that codes and a second that does not: the rows come back
+  // as they were, though the first group had been written.
+  std::vector<uint8_t> mixed = w;
+  std::copy(noise.begin() + noise.size() / 2, noise.end(), mixed.begin() + mixed.size() / 2);
+  std::vector<uint8_t> tried_mixed = mixed;
+  EXPECT_FALSE(try_repack_rows(WeightLayout::kBf16X16Z, DType::kBF16, tried_mixed.data(), rows, cols));
+  EXPECT_EQ(tried_mixed, mixed);
   // Layouts that code nothing hold anything.
   EXPECT_TRUE(layout_holds(WeightLayout::kBf16X16, DType::kBF16, noise.data(), rows, cols));
   EXPECT_TRUE(layout_fits(WeightLayout::kBf16X16Z, DType::kBF16, 16, 128));

@@ -268,13 +268,10 @@ bool layout_holds(WeightLayout l, DType type, const uint8_t* w, int64_t rows, in
   return true;
 }
 
-void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols) {
+bool try_repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols) {
   if (!layout_fits(l, type, rows, cols))
     fail_invalid("layout {} cannot hold a {} x {} matrix of {}", layout_name(l), rows, cols, name(type));
-  if (!layout_holds(l, type, w, rows, cols))
-    fail_invalid("layout {} cannot code this {} x {} matrix of {}: its values' exponents lie too far apart",
-                 layout_name(l), rows, cols, name(type));
-  if (l == WeightLayout::kRowMajor) return;
+  if (l == WeightLayout::kRowMajor) return true;
   const LayoutBlocks sh = layout_blocks(l);
   const size_t nb = size_t(cols) / sh.block_elems, row_bytes = nb * sh.row_block;
   // bf16_x16z's groups do not keep their rows' bytes (the spares follow
@@ -283,12 +280,25 @@ void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t c
   const size_t group_bytes = size_t(sh.rows) * row_bytes;
   std::vector<uint8_t> tmp(whole ? size_t(rows) * row_bytes : group_bytes);
   if (whole) std::memcpy(tmp.data(), w, tmp.size());
+  // Only bf16_x16z refuses values, and it packs from its copy of the whole
+  // matrix: a group it cannot code puts the rows back as they were (the
+  // coding is the check: no pass of layout_holds first).
   for (int64_t g = 0; g < rows / sh.rows; ++g) {
     const uint8_t* src = whole ? tmp.data() + size_t(g) * group_bytes : tmp.data();
     if (!whole) std::memcpy(tmp.data(), w + size_t(g) * group_bytes, group_bytes);
-    if (!pack_group(l, src, rows, cols, g, w))
-      throw Error(ErrorKind::kInternal, std::string(layout_name(l)) + ": a group layout_holds passed did not pack");
+    if (!pack_group(l, src, rows, cols, g, w)) {
+      if (!whole) throw Error(ErrorKind::kInternal, std::string(layout_name(l)) + ": a group did not pack");
+      std::memcpy(w, tmp.data(), tmp.size());
+      return false;
+    }
   }
+  return true;
+}
+
+void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols) {
+  if (!try_repack_rows(l, type, w, rows, cols))
+    fail_invalid("layout {} cannot code this {} x {} matrix of {}: its values' exponents lie too far apart",
+                 layout_name(l), rows, cols, name(type));
 }
 
 void relayout_rows(WeightLayout from, WeightLayout to, DType type, uint8_t* w, int64_t rows, int64_t cols) {

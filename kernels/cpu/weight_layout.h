@@ -71,8 +71,9 @@
 // same 4096 bytes per 16 rows by 128 columns (bf16_x16z.h), of which a
 // kernel reads 3136: 0.77 of the bytes. A matrix is coded as one (its
 // spares follow all its cores). Not every matrix codes (random bits do
-// not); layout_holds says which, and the loader stores a tensor with one
-// that does not as bf16_x16 (layout_fallback). expert_matrix_layout stores
+// not); layout_holds says which, try_repack_rows codes or refuses in one
+// pass, and the loader stores a tensor with one that does not as bf16_x16
+// (layout_fallback). expert_matrix_layout stores
 // BF16 this way for the avx512bf16 level (since stop 50: one token 1.2-1.3
 // times the values per GB/s read; docs/cpu-kernels.md); the amx level's
 // tiles read bf16_x16.
@@ -126,6 +127,10 @@ WeightLayout layout_fallback(WeightLayout l);
 // place (bf16_x16z: as one matrix). Throws kInvalidInput when the layout does not fit or hold them
 // (the rows are then as they were).
 void repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols);
+// As repack_rows, but where `l` does not hold the values (layout_holds)
+// returns false with the rows as they were; still throws where it does not
+// fit. One pass over the rows where layout_holds and repack_rows take two.
+bool try_repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64_t cols);
 
 inline constexpr int kX4Rows = 4;  // rows per group of the x4 layouts
 inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a group
