@@ -121,6 +121,20 @@ constexpr size_t kStreamAhead = 3072;
 // process, three rounds: hardware prefetches alone 0.72-0.79, two cores
 // ahead 0.84-1.04.
 constexpr size_t kDecodeAhead = 2 * kCore;
+// And every line again four cores ahead. One token's decoding takes about
+// ten instructions a line, so the out-of-order window holds few of the
+// stream's loads, and the hardware prefetchers do little for it (with no
+// prefetch of ours 19 GB/s where a plain read takes 40; prefetching one or
+// two of each chunk's three lines 19 and 26): the prefetches are what
+// keeps DRAM busy. A second, farther request for each line keeps more of
+// them in flight. Stop 52, one thread, 100 coded matrices from DRAM, coded
+// GB/s over a plain read of them alternated in 10-12 rounds (medians):
+// gates (768 x 2048) 0.808-0.810 -> 0.864-0.867, downs (2048 x 768) 0.832
+// -> 0.854; hot in L3 the same (0.79); other distances no better (2 and 3
+// cores 0.862-0.863, 2 and 6 0.848-0.862, 3 alone, 4 alone, or 1 and 3
+// 0.78-0.85). The tiles of several tokens read three streams and lost by
+// it (4 tokens: 0.909 -> 0.835-0.850 with a second request 6-9 KiB on).
+constexpr size_t kDecodeFar = 4 * kCore;
 
 // A unit's exceptions sit in its spare, after all the matrix's cores: a
 // quarter of Gaussian units have one, and the patch's load of the spare,
@@ -152,12 +166,16 @@ void decode_group(const RowDotParams& p, const Coded& m, int64_t row0, const uin
     const __m512i table = unit_table(un.core);
     const uint64_t mask = unit_mask(un.core);
     const uint8_t* au = a + 4 * size_t(kUnitPairs * u);
-    // The chunks' prefetches leave out the header line two units on.
+    // The chunks' prefetches leave out the header lines two and four units on.
     _mm_prefetch(reinterpret_cast<const char*>(un.core + kDecodeAhead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(un.core + kDecodeFar), _MM_HINT_T0);
     fetch_next_spare(un);
 #pragma GCC unroll 32
     for (int i = 0; i < 32; ++i) {
-      if (i % 2 == 0) fetch_chunk<_MM_HINT_T0>(un.core, i / 2, kDecodeAhead);
+      if (i % 2 == 0) {
+        fetch_chunk<_MM_HINT_T0>(un.core, i / 2, kDecodeAhead);
+        fetch_chunk<_MM_HINT_T0>(un.core, i / 2, kDecodeFar);
+      }
       __m512bh v0, v1;
       decode_pair(un, i, table, shift, mask, v0, v1);
       s[(2 * i) % 32] = _mm512_dpbf16_ps(s[(2 * i) % 32], v0, pair_of(au, 2 * i));
