@@ -124,16 +124,16 @@ constexpr size_t kDecodeAhead = 2 * kCore;
 // And every line again four cores ahead. One token's decoding takes about
 // ten instructions a line, so the out-of-order window holds few of the
 // stream's loads, and the hardware prefetchers do little for it (with no
-// prefetch of ours 19 GB/s where a plain read takes 40; prefetching one or
-// two of each chunk's three lines 19 and 26): the prefetches are what
+// prefetch of ours 17-20 GB/s where a plain read takes 35-40; prefetching
+// one or two of each chunk's three lines 19 and 26): the prefetches are what
 // keeps DRAM busy. A second, farther request for each line keeps more of
 // them in flight. Stop 52, one thread, 100 coded matrices from DRAM, coded
 // GB/s over a plain read of them alternated in 10-12 rounds (medians):
 // gates (768 x 2048) 0.808-0.810 -> 0.864-0.867, downs (2048 x 768) 0.832
 // -> 0.854; hot in L3 the same (0.79); other distances no better (2 and 3
-// cores 0.862-0.863, 2 and 6 0.848-0.862, 3 alone, 4 alone, or 1 and 3
-// 0.78-0.85). The tiles of several tokens read three streams and lost by
-// it (4 tokens: 0.909 -> 0.835-0.850 with a second request 6-9 KiB on).
+// cores 0.862-0.863, 2 and 6 0.848-0.862; 3 or 4 alone, 1 and 3: none
+// above 2 alone). The tiles of several tokens read three streams and lost
+// by it (4 tokens: 0.909 -> 0.835-0.850 with a second request 6-9 KiB on).
 constexpr size_t kDecodeFar = 4 * kCore;
 
 // A unit's exceptions sit in its spare, after all the matrix's cores: a
