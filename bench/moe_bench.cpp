@@ -338,7 +338,7 @@ void print_bars(const Bars& b) {
                 b.prefill.size());
     for (const BarRow& r : b.prefill)
       if (r.value < kPrefillBar)
-        std::printf("; %s %.1f%% at a roof of %.0f%%%s", r.what.c_str(), r.value, r.other,
+        std::printf("; %s %.1f%% at a roof of %.1f%%%s", r.what.c_str(), r.value, r.other,
                     r.other < kPrefillBar ? " (this read allows no more)" : "");
     std::printf("\n");
   }
