@@ -17,7 +17,7 @@
 //     e % slots), so every expert's bytes come from DRAM;
 //  4. a summary of issue 7's bars over this run's rows: how many batch-1
 //     rows of the four bar types reached 85% of the read, and which BF16
-//     256-token rows fell under 50% of the peak, with their roof.
+//     256-token rows fell under 50% of the peak, with their roof (moe_bars.h).
 // Bandwidth and peak are the best of --reps passes (as STREAM reports); the
 // layer rows are medians over --reps repetitions.
 // The pool's threads spin up to --spin-us (default 100 ms) between jobs, so
@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "bench/flops_peak.h"
+#include "bench/moe_bars.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/cpu/bf16_x16z.h"
@@ -303,49 +304,9 @@ tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int6
   return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 
-// Issue 7's bars, checked on the rows of this run (README, "Performance"):
-// batch-1 decode of BF16, FP8, Q8_0 and Q4_K at >= 85% of the read, and
-// BF16 prefill at 256 tokens at >= 50% of the peak.
-constexpr double kDecodeBar = 85.0, kPrefillBar = 50.0;
-struct BarRow {
-  std::string what;
-  double value;  // percent: of the read (decode), of the peak (prefill)
-  double other;  // the read in GB/s (decode), the roof in percent (prefill)
-};
-struct Bars {
-  std::vector<BarRow> decode, prefill;
-};
-
-bool decode_bar_type(DType t) {
-  return t == DType::kBF16 || t == DType::kF8E4M3 || t == DType::kQ8_0 || t == DType::kQ4_K;
-}
-
-void print_bars(const Bars& b) {
-  if (b.decode.empty() && b.prefill.empty()) return;
-  std::printf("\nissue 7's bars in this run:\n");
-  if (!b.decode.empty()) {
-    const auto low = std::min_element(b.decode.begin(), b.decode.end(),
-                                      [](const BarRow& x, const BarRow& y) { return x.value < y.value; });
-    const auto met = std::count_if(b.decode.begin(), b.decode.end(),
-                                   [](const BarRow& r) { return r.value >= kDecodeBar; });
-    std::printf("  batch 1 at >= %.0f%% of the read: %td of %zu rows (lowest: %s, %.1f%% at a read of %.1f GB/s)\n",
-                kDecodeBar, met, b.decode.size(), low->what.c_str(), low->value, low->other);
-  }
-  if (!b.prefill.empty()) {
-    const auto met = std::count_if(b.prefill.begin(), b.prefill.end(),
-                                   [](const BarRow& r) { return r.value >= kPrefillBar; });
-    std::printf("  BF16 at 256 tokens at >= %.0f%% of the peak: %td of %zu rows", kPrefillBar, met,
-                b.prefill.size());
-    for (const BarRow& r : b.prefill)
-      if (r.value < kPrefillBar)
-        std::printf("; %s %.1f%% at a roof of %.1f%%%s", r.what.c_str(), r.value, r.other,
-                    r.other < kPrefillBar ? " (this read allows no more)" : "");
-    std::printf("\n");
-  }
-}
-
 void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType type,
-                 const Options& o, const Buffer& probe, ReadPattern rp, bool avx512, double peak, Bars& bars) {
+                 const Options& o, const Buffer& probe, ReadPattern rp, bool avx512, double peak,
+                 bench::MoeBars& bars) {
   tk::MoeShape s;
   s.gate_up_type = s.down_type = type;
   s.hidden = sd.hidden;
@@ -490,16 +451,13 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     // weight byte (every routed expert's weights read once): the roofline.
     const double roof =
         peak > 0 && !o.hot ? std::min(1.0, median(bws) * flops / st.weight_bytes / peak) : 0.0;
+    const double of_read = 100.0 * median(ratios), of_peak = peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0;
     std::printf("%-14s %-13s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n",
                 sd.name.c_str(), tname.c_str(), (long long)batch,
-                double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws),
-                100.0 * median(ratios), median(plains), 100.0 * median(plain_ratios), flops / t / 1e9,
-                peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0, 100.0 * roof);
+                double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws), of_read,
+                median(plains), 100.0 * median(plain_ratios), flops / t / 1e9, of_peak, 100.0 * roof);
     std::fflush(stdout);
-    if (!o.hot && batch == 1 && decode_bar_type(type))
-      bars.decode.push_back({sd.name + " " + tname, 100.0 * median(ratios), median(bws)});
-    if (!o.hot && batch == 256 && type == DType::kBF16 && peak > 0)
-      bars.prefill.push_back({sd.name + " " + tname, 100.0 * flops / t / 1e9 / peak, 100.0 * roof});
+    if (!o.hot) bars.add(sd.name + " " + tname, type, batch, of_read, median(bws), of_peak, 100.0 * roof);
   }
 }
 
@@ -606,7 +564,7 @@ int main(int argc, char** argv) {
                 o.reps);
     std::printf("%-14s %-13s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s %6s\n", "shape", "type", "batch", "tok/exp",
                 "ms", "GB/s", "read", "of read", "plain", "of pl", "GFLOP/s", "of pk", "roof");
-    Bars bars;
+    bench::MoeBars bars;
     for (const auto& name : o.shapes) {
       ShapeDef sd;
       if (name == "deepseek-v3") sd = {name, 7168, 2048, 256};
@@ -614,7 +572,7 @@ int main(int argc, char** argv) {
       else throw tandem::Error(tandem::ErrorKind::kInvalidInput, "unknown shape " + name);
       for (DType t : o.types) bench_layer(pool, isa, sd, t, o, buf, pattern, f.avx512, peak, bars);
     }
-    print_bars(bars);
+    bars.print();
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem-bench-moe: %s\n", e.what());
