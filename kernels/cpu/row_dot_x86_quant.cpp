@@ -521,10 +521,11 @@ RowDotFn find_quant(DType wtype) {
   switch (wtype) {
     case DType::kQ8_0: return q8_0_rows;
     case DType::kQ4_K: return q4_k_rows;
-    case DType::kQ5_K: return drive<Q5KTile>;
 #if defined(__AVX512BW__)
+    case DType::kQ5_K: return q5_k_512_rows;
     case DType::kQ6_K: return q6_k_512_rows;
 #else
+    case DType::kQ5_K: return drive<Q5KTile>;
     case DType::kQ6_K: return drive<Q6KTile>;
 #endif
     default: return nullptr;

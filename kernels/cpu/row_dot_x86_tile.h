@@ -32,7 +32,8 @@ void q4_k_x4_rows(const RowDotParams& p);
 void q8_0_x4_rows(const RowDotParams& p);
 // Q4_K rowmajor rows in the GEMV order below AVX-512, row_dot_x86_q4_k_256.cpp.
 void q4_k_gemv256_rows(const RowDotParams& p);
-// Q6_K rowmajor rows at the AVX-512 levels, row_dot_x86_q6_k_512.cpp.
+// Q5_K and Q6_K rowmajor rows at the AVX-512 levels, row_dot_x86_k_quant_512.cpp.
+void q5_k_512_rows(const RowDotParams& p);
 void q6_k_512_rows(const RowDotParams& p);
 // q8_0_x4 summed as the amx level's Q8_0 tiles (one fma per block; row_dot_amx.h).
 void q8_0_x4_block_rows(const RowDotParams& p);
