@@ -164,6 +164,13 @@ __attribute__((target("avx2"))) double read4_avx2(const uint8_t* p, size_t n, si
   return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
 }
 
+// A layer's weight types: gate and up, down. "q4_k+q6_k" on the command
+// line: llama.cpp's Q4_K_M and Q5_K_M files keep ffn_down in Q6_K in about
+// 40% of the layers (the first and last eighth and every third between).
+struct LayerTypes {
+  DType gate_up, down;
+};
+
 struct Options {
   double pool_gib = 2.0;
   int reps = 7;
@@ -174,7 +181,8 @@ struct Options {
   bool fp8_unmarked = false;  // FP8 experts without their marks
   bool split_bf16 = false;    // MoeShape::split_bf16_activations
   int spin_us = 100'000;  // the pool threads' spin between jobs
-  std::vector<DType> types = {DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K};
+  std::vector<LayerTypes> types = {{DType::kBF16, DType::kBF16}, {DType::kF8E4M3, DType::kF8E4M3},
+                                   {DType::kQ8_0, DType::kQ8_0}, {DType::kQ4_K, DType::kQ4_K}};
   std::vector<int64_t> batches = {1, 2, 4, 8, 32, 256};
   std::vector<std::string> shapes = {"deepseek-v3", "qwen3-30b-a3b"};
 };
@@ -304,15 +312,17 @@ tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int6
   return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 
-void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType type,
+void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, LayerTypes types,
                  const Options& o, const Buffer& probe, ReadPattern rp, bool avx512, double peak,
                  bench::MoeBars& bars) {
   tk::MoeShape s;
-  s.gate_up_type = s.down_type = type;
+  const DType type = types.gate_up, down_type = types.down;
+  s.gate_up_type = type;
+  s.down_type = down_type;
   s.hidden = sd.hidden;
   s.ffn = sd.ffn;
   s.gate_up_row_stride = size_t(*tandem::bytes_for(type, uint64_t(sd.hidden)));
-  s.down_row_stride = size_t(*tandem::bytes_for(type, uint64_t(sd.ffn)));
+  s.down_row_stride = size_t(*tandem::bytes_for(down_type, uint64_t(sd.ffn)));
   s.gate_up_scale_stride = size_t((sd.hidden + 127) / 128);
   s.down_scale_stride = size_t((sd.ffn + 127) / 128);
   s.split_bf16_activations = o.split_bf16;
@@ -335,12 +345,12 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
   {
     std::vector<uint8_t> one(per_expert);
     fill_weights(type, sd.hidden, one.data(), 2 * gu_bytes, rng);
-    fill_weights(type, sd.ffn, one.data() + 2 * gu_bytes, d_bytes, rng);
+    fill_weights(down_type, sd.ffn, one.data() + 2 * gu_bytes, d_bytes, rng);
     // FP8 marks, one set per slot (as a loader would store them beside each
     // expert's weights): gate, up, down, made from the rows before any repack.
     const size_t gu_marks = size_t(sd.ffn) * tk::fp8_marks_row_bytes(sd.hidden);
     const size_t d_marks = size_t(sd.hidden) * tk::fp8_marks_row_bytes(sd.ffn);
-    if (type == DType::kF8E4M3 && !o.fp8_unmarked) {
+    if (type == DType::kF8E4M3 && down_type == type && !o.fp8_unmarked) {
       marks.resize((2 * gu_marks + d_marks) * size_t(slots));
       tk::fp8_mark_blocks(one.data(), s.gate_up_row_stride, sd.ffn, sd.hidden, marks.data());
       tk::fp8_mark_blocks(one.data() + gu_bytes, s.gate_up_row_stride, sd.ffn, sd.hidden, marks.data() + gu_marks);
@@ -351,12 +361,12 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     }
     // The layouts the loader gives these matrices on this machine (arena.h).
     const tk::WeightLayout gu = arena_layout(type, isa, o, sd.ffn, sd.hidden);
-    const tk::WeightLayout dn = arena_layout(type, isa, o, sd.hidden, sd.ffn);
+    const tk::WeightLayout dn = arena_layout(down_type, isa, o, sd.hidden, sd.ffn);
     if (gu != tk::WeightLayout::kRowMajor) {
       tk::repack_rows(gu, type, one.data(), sd.ffn, sd.hidden);
       tk::repack_rows(gu, type, one.data() + gu_bytes, sd.ffn, sd.hidden);
     }
-    if (dn != tk::WeightLayout::kRowMajor) tk::repack_rows(dn, type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
+    if (dn != tk::WeightLayout::kRowMajor) tk::repack_rows(dn, down_type, one.data() + 2 * gu_bytes, sd.hidden, sd.ffn);
     s.gate_up_layout = gu;
     s.down_layout = dn;
     // As the arena lays a layer out: every slot's gate, then every up, then
@@ -440,6 +450,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
     const double t = median(times);
     const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
     std::string tname(tandem::name(type));
+    if (down_type != type) tname += "+" + std::string(tandem::name(down_type));
     if (s.gate_up_layout != tk::WeightLayout::kRowMajor || s.down_layout != tk::WeightLayout::kRowMajor)
       tname += tk::layout_group_rows(s.gate_up_layout != tk::WeightLayout::kRowMajor ? s.gate_up_layout
                                                                                      : s.down_layout) == 16
@@ -457,7 +468,8 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, DType
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws), of_read,
                 median(plains), 100.0 * median(plain_ratios), flops / t / 1e9, of_peak, 100.0 * roof);
     std::fflush(stdout);
-    if (!o.hot) bars.add(sd.name + " " + tname, type, batch, of_read, median(bws), of_peak, 100.0 * roof);
+    if (!o.hot && down_type == type)  // the bars are per type
+      bars.add(sd.name + " " + tname, type, batch, of_read, median(bws), of_peak, 100.0 * roof);
   }
 }
 
@@ -493,9 +505,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--types") {
       o.types.clear();
       for (const auto& t : split(value())) {
-        auto d = tandem::dtype_from_name(t);
-        if (!d) throw tandem::Error(tandem::ErrorKind::kInvalidInput, "unknown type " + t);
-        o.types.push_back(*d);
+        const size_t plus = t.find('+');
+        const std::string gu = t.substr(0, plus), dn = plus == std::string::npos ? gu : t.substr(plus + 1);
+        const auto g = tandem::dtype_from_name(gu), d = tandem::dtype_from_name(dn);
+        if (!g || !d) throw tandem::Error(tandem::ErrorKind::kInvalidInput, "unknown type " + t);
+        o.types.push_back({*g, *d});
       }
     } else if (a == "--batches") {
       o.batches.clear();
@@ -504,7 +518,7 @@ Options parse(int argc, char** argv) {
       o.shapes = split(value());
     } else {
       throw tandem::Error(tandem::ErrorKind::kInvalidInput,
-                          "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k] [--batches 1,2,...] "
+                          "usage: tandem-bench-moe [--types bf16,f8_e4m3,q8_0,q4_k,q4_k+q6_k,...] [--batches 1,2,...] "
                           "[--shapes deepseek-v3,qwen3-30b-a3b] [--pool-gib G] [--read-gib G] [--reps N] "
                           "[--hot] [--rowmajor] [--bf16-x16] [--fp8-unmarked] [--split-bf16] [--spin-us N]");
     }
@@ -570,7 +584,7 @@ int main(int argc, char** argv) {
       if (name == "deepseek-v3") sd = {name, 7168, 2048, 256};
       else if (name == "qwen3-30b-a3b") sd = {name, 2048, 768, 128};
       else throw tandem::Error(tandem::ErrorKind::kInvalidInput, "unknown shape " + name);
-      for (DType t : o.types) bench_layer(pool, isa, sd, t, o, buf, pattern, f.avx512, peak, bars);
+      for (LayerTypes t : o.types) bench_layer(pool, isa, sd, t, o, buf, pattern, f.avx512, peak, bars);
     }
     bars.print();
     return 0;

@@ -126,11 +126,14 @@ struct Q5KBlock512 {
       // Bit 2m of qh for the low half, bit 2m + 1 for the high, moved to
       // bit 4 (per word: the neighbouring byte's bits land elsewhere).
       const int lo = 2 * m, hi = 2 * m + 1;
-      const __m512i fifth_bits =
-          m < 2 ? _mm512_sllv_epi16(qh, _mm512_inserti64x4(_mm512_set1_epi16(short(4 - lo)), _mm256_set1_epi16(short(4 - hi)), 1))
-                : _mm512_srlv_epi16(qh, _mm512_inserti64x4(_mm512_set1_epi16(short(lo - 4)), _mm256_set1_epi16(short(hi - 4)), 1));
+      const auto counts = [](int a, int b) {
+        return _mm512_inserti64x4(_mm512_set1_epi16(short(a)), _mm256_set1_epi16(short(b)), 1);
+      };
+      const __m512i fifth_bits = m < 2 ? _mm512_sllv_epi16(qh, counts(4 - lo, 4 - hi))
+                                       : _mm512_srlv_epi16(qh, counts(lo - 4, hi - 4));
       // (nibbles & 0x0F) | (fifth_bits & 0x10)
-      q[m] = _mm512_ternarylogic_epi32(_mm512_srlv_epi16(raw, nib_shift), _mm512_and_si512(fifth_bits, fifth), low4, 0xEC);
+      q[m] = _mm512_ternarylogic_epi32(_mm512_srlv_epi16(raw, nib_shift), _mm512_and_si512(fifth_bits, fifth), low4,
+                                       0xEC);
     }
   }
 
@@ -199,9 +202,11 @@ struct Q5KTile512 {
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const uint8_t* xb = a[t] + aoff;
+        // -(dmin * dx), the sign flipped exactly as the scalar negation
         const __m128 neg = _mm_xor_ps(_mm_mul_ps(dmins, _mm_set1_ps(load_unaligned<float>(xb))), _mm_set1_ps(-0.0f));
         const uint8_t* bsums = xb + offsetof(BlockQ8_K, bsums);
-        const __m128i msum = R == 4 ? mins4(m16, bsums) : _mm_cvtsi32_si128(hsum256i(_mm256_madd_epi16(load256(bsums), m16[0])));
+        const __m128i msum =
+            R == 4 ? mins4(m16, bsums) : _mm_cvtsi32_si128(hsum256i(_mm256_madd_epi16(load256(bsums), m16[0])));
         mins[t] = _mm_fmadd_ps(neg, _mm_cvtepi32_ps(msum), mins[t]);
       }
     }
