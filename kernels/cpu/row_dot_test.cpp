@@ -288,28 +288,29 @@ TEST(RowDot, Q4KGemmOrderIsTheSameAtEveryLevelAndChunkedByHand) {
 // repacked GEMV, one exact sum per super-block for the scales and one for
 // the mins, each added with an fma; Q5_K and Q6_K: ggml_vec_dot's 8 lanes):
 // every level gives the generic result bit for bit, on tiles of 4 and 1 rows
-// by 4 and 3 tokens; and the generic Q4_K is the GEMV written out here.
+// by 1 to 4 tokens; and the generic Q4_K is the GEMV written out here.
 TEST(RowDot, KQuantsSumInLlamaCppsX86OrderAtEveryLevel) {
   std::mt19937 rng(78);
-  for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
-    SCOPED_TRACE(std::string(name(type)));
-    const Problem p = make_problem(type, 13, 768, 7, rng);
-    std::vector<float> y_ref;
-    const RowDotParams pr = params(p, y_ref, 0, p.rows);
-    generic::find(type)(pr);
-    if (type == DType::kQ4_K) {  // one sum per super-block
-      for (int64_t r = 0; r < p.rows; ++r)
-        for (int64_t t = 0; t < p.tokens; ++t)
-          ASSERT_EQ(y_ref[size_t(t) * pr.y_row_stride + size_t(r)], q4_k_by_hand(p, r, t, 8)) << "row " << r << " token " << t;
+  for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+    for (int64_t tokens : {1, 2, 7}) {
+      SCOPED_TRACE(std::string(name(type)) + ", " + std::to_string(tokens) + " tokens");
+      const Problem p = make_problem(type, 13, 768, tokens, rng);
+      std::vector<float> y_ref;
+      const RowDotParams pr = params(p, y_ref, 0, p.rows);
+      generic::find(type)(pr);
+      if (type == DType::kQ4_K) {  // one sum per super-block
+        for (int64_t r = 0; r < p.rows; ++r)
+          for (int64_t t = 0; t < p.tokens; ++t)
+            ASSERT_EQ(y_ref[size_t(t) * pr.y_row_stride + size_t(r)], q4_k_by_hand(p, r, t, 8)) << "row " << r << " token " << t;
+      }
+      for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+        if (!supports(detect_cpu_features(), isa)) continue;
+        SCOPED_TRACE(std::string(isa_name(isa)));
+        std::vector<float> y;
+        row_dot_for(isa, type)(params(p, y, 0, p.rows));
+        ASSERT_EQ(y, y_ref);
+      }
     }
-    for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
-      if (!supports(detect_cpu_features(), isa)) continue;
-      SCOPED_TRACE(std::string(isa_name(isa)));
-      std::vector<float> y;
-      row_dot_for(isa, type)(params(p, y, 0, p.rows));
-      ASSERT_EQ(y, y_ref);
-    }
-  }
 }
 
 // F32 and BF16 in llama.cpp's AVX-512 orders. BF16: with gemm_order,
