@@ -220,6 +220,9 @@ struct Q5KTile512 {
   }
 };
 
+// The tokens' loop is Q5KTile512's, written out again: as a shared helper
+// taking a row's sums by reference, the one-token Q6_K tile ran at 50
+// instead of 56 GB/s hot (one thread, 64 x 2048).
 template <int R, int T>
 struct Q6KTile512 {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
