@@ -104,10 +104,10 @@ struct Q5KBlock512 {
                      _mm_and_si128(hi_words, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
     const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
     // Register m's low half is sub-block 2m, its high half 2m + 1.
-    const __m512i half = _mm512_set_epi64(0x0001000100010001, 0x0001000100010001, 0x0001000100010001,
+    const __m512i high_half = _mm512_set_epi64(0x0001000100010001, 0x0001000100010001, 0x0001000100010001,
                                           0x0001000100010001, 0, 0, 0, 0);
 #pragma GCC unroll 4
-    for (int m = 0; m < 4; ++m) sc[m] = spread16(s16, _mm512_add_epi16(half, _mm512_set1_epi16(short(2 * m))));
+    for (int m = 0; m < 4; ++m) sc[m] = spread16(s16, _mm512_add_epi16(high_half, _mm512_set1_epi16(short(2 * m))));
     // bsums k and k+1 (16 values each) share min k/2: entries 8 + k/2.
     const __m512i pair_min = _mm512_castsi256_si512(
         _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
@@ -115,7 +115,7 @@ struct Q5KBlock512 {
 
     // qs bytes 32m..32m+31: sub-block 2m in the low nibbles, 2m + 1 in the
     // high ones; bit j of qh byte l is value l's 5th bit in sub-block j.
-    const __m512i nib_shift = _mm512_slli_epi16(half, 2);  // 0 for the low half, 4 for the high
+    const __m512i nib_shift = _mm512_slli_epi16(high_half, 2);  // 0 for the low half, 4 for the high
     const __m512i qh = _mm512_broadcast_i64x4(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + offsetof(BlockQ5_K, qh))));
     const __m512i low4 = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
@@ -150,8 +150,8 @@ struct Q5KBlock512 {
   }
 };
 
-// The mins' exact sums of four rows against one token (m16[i] . bsums,
-// as Q5KBlock512::mins), reduced together: [row 0, 1, 2, 3].
+// The mins' exact sums of four rows against one token (row i's m16 times
+// the token's bsums, in pairs), reduced together: [row 0, 1, 2, 3].
 inline __m128i mins4(const __m256i (&m16)[4], const uint8_t* bsums) {
   const __m256i x = load256(bsums);
   const __m256i h01 = _mm256_hadd_epi32(_mm256_madd_epi16(x, m16[0]), _mm256_madd_epi16(x, m16[1]));
