@@ -29,6 +29,8 @@
 // Q8_0 and BF16 are stored as the loader stores them on this machine
 // (q4_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; fp8_x16 and
 // q8_0_x16 with avx512bf16, "/x16"; bf16_x16z with avx512bf16, "/x16z");
+// --types takes any weight type, and a layer's gate/up and down types as
+// q4_k+q6_k (a Q4_K_M layer whose ffn_down is Q6_K; outside the bars).
 // --rowmajor keeps plain rows; --bf16-x16 stores BF16 as bf16_x16 (the
 // loader's layout before stop 50) instead of bf16_x16z ("/x16z"), whose GB/s
 // count the coded bytes a kernel reads (0.77 of the matrices'; "plain" still
