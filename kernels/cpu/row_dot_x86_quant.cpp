@@ -1,10 +1,12 @@
 // The quantised row dots of one level (see row_dot_x86_tile.h): Q8_0 x Q8_0
 // and the k-quants Q4_K, Q5_K, Q6_K x Q8_K.
 //
-// Integer types use 256-bit blocks at every level: one Q8_0 block or one
-// 32-value sub-block of a k-quant is one register, and u8 x s8 products go
-// through vpdpbusd (VNNI) or vpmaddubsw + vpmaddwd (exact either way: no
-// pair of products here reaches int16's limit).
+// Q8_0, and the k-quants below AVX-512, use 256-bit blocks: one Q8_0 block
+// or one 32-value sub-block of a k-quant is one register, and u8 x s8
+// products go through vpdpbusd (VNNI) or vpmaddubsw + vpmaddwd (exact
+// either way: no pair of products here reaches int16's limit). At the
+// avx512 levels Q4_K takes the 512-bit tile below, Q5_K and Q6_K
+// row_dot_x86_k_quant_512.cpp's.
 #include <cmath>
 
 #include "kernels/cpu/row_dot_x86_tile.h"
@@ -170,7 +172,8 @@ void k45_tile(const RowDotParams& p, const uint8_t* const* w, const uint8_t* con
 }
 
 #if defined(__AVX512F__)
-// The 512-bit Q4_K/Q5_K tile. One 64-byte load of qs holds the low nibbles
+// The 512-bit Q4_K tile (Q5_K's is row_dot_x86_k_quant_512.cpp's, since
+// stop 56). One 64-byte load of qs holds the low nibbles
 // of sub-blocks (0, 2) and the high ones of (1, 3) (then 4..7 likewise), so
 // the activations are gathered per token once into the same pairs, X[k],
 // shared by the R rows. Per register: vpmaddubsw (u4 x s8 pairs, exact in
@@ -261,21 +264,14 @@ struct Q4KGemvSums {
 template <bool kFive, int R, int T, bool kGemmOrder = false>
 void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
                  float (&out)[R][T], const Ahead& ah) {
-  static_assert(!(kFive && kGemmOrder), "llama.cpp repacks Q4_K only");
+  static_assert(!kFive, "Q5_K at this level: q5_k_512_rows");
   static_assert(T <= 4, "a token per lane of the GEMM-order sums");
   // kGemmOrder: each row's running sums, one token per lane.
   __m128 gemm_acc[R], gemm_min[R];
   #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) gemm_acc[i] = gemm_min[i] = _mm_setzero_ps();
-  constexpr size_t kBlock = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-  constexpr size_t kQs = kFive ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
-  // Q5_K: ggml's 8 lanes and scalar mins; Q4_K: the GEMV's sums.
-  __m256 acc[R][T];
-  float mins_sum[R][T] = {};
-  #pragma GCC unroll 8
-  for (auto& row : acc)
-    #pragma GCC unroll 8
-    for (auto& v : row) v = _mm256_setzero_ps();
+  constexpr size_t kBlock = sizeof(BlockQ4_K);
+  constexpr size_t kQs = offsetof(BlockQ4_K, qs);
   Q4KGemvSums<R, T> gemv;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const int64_t nb = p.cols / kQK_K;
@@ -311,15 +307,6 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
       Q[1] = _mm512_and_si512(_mm512_srli_epi16(raw0, 4), low4);
       Q[2] = _mm512_and_si512(raw1, low4);
       Q[3] = _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low4);
-      if constexpr (kFive) {
-        const __m512i hb = _mm512_broadcast_i64x4(load256(wb + offsetof(BlockQ5_K, qh)));
-        #pragma GCC unroll 8
-        for (int k = 0; k < 4; ++k) {
-          const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << kK4Pair[k][0])),
-                                                  _mm256_set1_epi8(char(1 << kK4Pair[k][1])), 1);
-          Q[k] = _mm512_mask_add_epi8(Q[k], _mm512_test_epi8_mask(hb, bits), Q[k], _mm512_set1_epi8(16));
-        }
-      }
       __m128 chunk_sums[4] = {}, chunk_mins[4] = {};  // kGemmOrder: per token
       #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -361,18 +348,8 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
           isum1 = _mm512_add_epi32(isum1, _mm512_madd_epi16(p1, S[k + 1]));
 #endif
         }
-        const __m512i isum = _mm512_add_epi32(isum0, isum1);
-        const __m128i msum = _mm_madd_epi16(mins, pairs[t]);
-        if constexpr (kFive) {
-          // lane k: bytes 4k..4k+3 of every sub-block, from the two halves
-          const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-          acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(d * dx[t]), acc[i][t]);
-          const __m128i m2 = _mm_add_epi32(msum, _mm_shuffle_epi32(msum, 0x4E));
-          const int32_t imin = _mm_cvtsi128_si32(_mm_add_epi32(m2, _mm_shuffle_epi32(m2, 0xB1)));
-          mins_sum[i][t] = std::fma(-(dmin * dx[t]), float(imin), mins_sum[i][t]);
-        } else {
-          gemv.add(i * T + t, isum, msum, d * dx[t], dmin * dx[t]);
-        }
+        gemv.add(i * T + t, _mm512_add_epi32(isum0, isum1), _mm_madd_epi16(mins, pairs[t]), d * dx[t],
+                 dmin * dx[t]);
       }
       if constexpr (kGemmOrder) {
         // Tokens to lanes (chunk c of every token), then one fma per chunk
@@ -391,19 +368,17 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
       }
     }
   }
-  #pragma GCC unroll 8
-  for (int i = 0; i < R; ++i) {
-    if constexpr (kGemmOrder) {
+  if constexpr (kGemmOrder) {
+    #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
       alignas(16) float r[4];
       _mm_store_ps(r, _mm_sub_ps(gemm_acc[i], gemm_min[i]));
       #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) out[i][t] = r[t];
-    } else if constexpr (kFive) {
-      #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) out[i][t] = hsum256(acc[i][t]) + mins_sum[i][t];
     }
+  } else {
+    gemv.result(out);
   }
-  if constexpr (!kFive && !kGemmOrder) gemv.result(out);
 }
 #define TANDEM_K45_TILE k45_tile512
 #else
@@ -447,6 +422,7 @@ void q4_k_rows(const RowDotParams& p) {
     q4_k_gemv256_rows(p);
 #endif
 }
+// Below AVX-512 (the avx512 levels take q5_k_512_rows).
 template <int R, int T>
 struct Q5KTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
@@ -455,7 +431,7 @@ struct Q5KTile {
   }
 };
 
-// Q6_K: value = d * sc[j] * (q - 32), q = 4 low bits from ql and 2 high bits
+// Q6_K below AVX-512: value = d * sc[j] * (q - 32), q = 4 low bits from ql and 2 high bits
 // from qh; the 32 values of one register span two 16-value sub-blocks.
 // ggml_vec_dot_q6_K_q8_K's order: 8 int32 lanes (bytes 4k..4k+3 of every 32
 // values, the -32 included) fma'd into 8 f32 lanes per super-block.
