@@ -1,14 +1,14 @@
 // Q5_K and Q6_K x Q8_K rows in 512-bit registers (the avx512 levels), in
 // ggml_vec_dot_q5_K_q8_K's and ggml_vec_dot_q6_K_q8_K's orders: the same
 // exact int32 lanes per super-block as the 256-bit tiles
-// (row_dot_x86_quant.cpp), so the same results bit for bit.
+// (row_dot_x86_quant.cpp, below AVX-512), so the same results bit for bit.
 //
-// Why tiles of their own: the 256-bit ones spend about 40 instructions a
-// 64-byte line (values put together 32 at a time, a vpmulld per 32 values
-// for the scales, Q5_K's mins in scalar code), so at batch 1 a thread read
-// about 19 GB/s of Q6_K and 24 of Q5_K where a plain read takes twice that
-// (Q4_K_M files keep many downs in Q6_K, Q5_K_M files most matrices in
-// Q5_K). Here a register holds 64 values, put together from one load with
+// Why tiles of their own: Q6_K's 256-bit tile spends about 40 instructions
+// a 64-byte line (values put together 32 at a time, a vpmulld per 32 values
+// for the scales), so at batch 1 a thread read about 19 GB/s of it where a
+// plain read takes twice that (Q4_K_M files keep many downs in Q6_K); Q5_K
+// (Q5_K_M files' most matrices) rode the 512-bit Q4_K tile, which summed
+// each row's mins alone: 31-32 GB/s hot for one thread, 37 here. Here a register holds 64 values, put together from one load with
 // per-word shifts (or byte masks) that treat its two halves differently,
 // and the scales go in as int16 through vpmaddwd, whose pairs never span
 // two sub-blocks.
