@@ -8,10 +8,11 @@
 // for the scales), so at batch 1 a thread read about 19 GB/s of it where a
 // plain read takes twice that (Q4_K_M files keep many downs in Q6_K); Q5_K
 // (Q5_K_M files' most matrices) rode the 512-bit Q4_K tile, which summed
-// each row's mins alone: 31-32 GB/s hot for one thread, 37 here. Here a register holds 64 values, put together from one load with
-// per-word shifts (or byte masks) that treat its two halves differently,
-// and the scales go in as int16 through vpmaddwd, whose pairs never span
-// two sub-blocks.
+// each row's mins alone: 31-32 GB/s hot for one thread, 37 here.
+//
+// Here a register holds 64 values, put together from one load with per-word
+// shifts that treat its two halves differently, and the scales go in as
+// int16 through vpmaddwd, whose pairs never span two sub-blocks.
 //
 // The lanes: register m holds values 64m..64m+63, so its int32 lane i sums
 // values 64m+4i..64m+4i+3, which lie in ggml's 32-value chunk 2m + i/8 at
@@ -90,18 +91,7 @@ struct Q5KBlock512 {
   __m256i m16;
 
   explicit Q5KBlock512(const uint8_t* wb) {
-    // The 12 bytes of 6-bit scales and mins as 8 + 8 bytes: ggml's masks on
-    // the 32-bit words u0..u2, in vector lanes (scalar words stored and
-    // loaded back would wait on store forwarding): [u0 & 0x3f.., u2 & 0x0f..
-    // | (u0 >> 6 & 0x03..) << 4, u1 & 0x3f.., u2 >> 4 & 0x0f.. | (u1 >> 6 &
-    // 0x03..) << 4], the scales in the first 8 bytes, the mins in the last.
-    const __m128i raw_sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + offsetof(BlockQ5_K, scales)));
-    const __m128i lo_words =
-        _mm_srlv_epi32(_mm_shuffle_epi32(raw_sc, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
-    const __m128i hi_words = _mm_srli_epi32(_mm_shuffle_epi32(raw_sc, _MM_SHUFFLE(1, 1, 0, 0)), 2);
-    const __m128i sm =
-        _mm_or_si128(_mm_and_si128(lo_words, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
-                     _mm_and_si128(hi_words, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const __m128i sm = k4_unpack_vec(wb + offsetof(BlockQ5_K, scales));  // sc[0..7], m[0..7]
     const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
     // Register m's low half is sub-block 2m, its high half 2m + 1.
     const __m512i high_half = _mm512_set_epi64(0x0001000100010001, 0x0001000100010001, 0x0001000100010001,

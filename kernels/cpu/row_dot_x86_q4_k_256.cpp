@@ -22,20 +22,6 @@ namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 #if !defined(__AVX512F__)
 namespace {
 
-// A super-block's 8 scales (bytes 0-7) and 8 mins (bytes 8-15), from its
-// first 16 bytes (d and dmin, then the 12 bytes of scales as dwords u0-u2),
-// with llama.cpp's masks and shifts done in the vector's dword lanes.
-inline __m128i k4_scales_mins(const uint8_t* block) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block));  // dd, u0, u1, u2
-  // sub-blocks 4-7: 4 low bits from u2, 2 high bits from the top of u0's bytes (scales) or u1's (mins)
-  __m128i t = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 3, 3)), _mm_setr_epi32(0, 4, 6, 6));
-  t = _mm_and_si128(t, _mm_setr_epi32(0x0f0f0f0f, 0x0f0f0f0f, 0x03030303, 0x03030303));
-  const __m128i hi = _mm_or_si128(t, _mm_slli_epi32(_mm_shuffle_epi32(t, _MM_SHUFFLE(3, 2, 3, 2)), 4));
-  // sub-blocks 0-3: the low 6 bits of u0 (scales) and u1 (mins)
-  const __m128i lo = _mm_shuffle_epi32(_mm_and_si128(v, _mm_set1_epi8(0x3f)), _MM_SHUFFLE(3, 3, 2, 1));
-  return _mm_unpacklo_epi32(lo, hi);
-}
-
 // Sub-block k's scale (byte k of both 128-bit lanes of scales) zero-extended
 // into every int16 lane: an index byte with its top bit set gives 0.
 inline __m256i broadcast_scale(__m256i scales, int k) {
@@ -92,7 +78,7 @@ struct Q4KGemv256Tile {
           ah.step(w[i], woff, sizeof(BlockQ4_K));
         }
         dd[i] = load_unaligned<uint32_t>(wb);
-        const __m128i sm = k4_scales_mins(wb);
+        const __m128i sm = k4_unpack_vec(wb + 4);
         const __m256i sc = _mm256_broadcastq_epi64(sm);
         const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
         #pragma GCC unroll 4

@@ -187,21 +187,6 @@ alignas(64) constexpr int16_t kK4ScaleIndex[4][32] = {
     {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
 constexpr int kK4Pair[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
 
-// ggml's unpacking of the 12 scale bytes, in one register: bytes 0..7
-// sc[0..7], 8..15 m[0..7].
-// Reads 16 bytes from `scales` (the 12 scale bytes and the first 4 of qs).
-inline __m128i k4_unpack_vec(const uint8_t* scales) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
-  // sc0-3 = v0-3 & 63, sc4-7 = (v8-11 & 15) | (v0-3 >> 6) << 4,
-  // m0-3 = v4-7 & 63,  m4-7 = (v8-11 >> 4) | (v4-7 >> 6) << 4.
-  const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  const __m128i lo = _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
-  const __m128i top = _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
-  const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
-  return _mm_or_si128(_mm_or_si128(lo, top), hi);
-}
-
 inline __m512i pair256(const uint8_t* lo, const uint8_t* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
 }

@@ -148,6 +148,21 @@ inline int32_t hsum256i(__m256i v) {
 }
 inline float half(const uint8_t* p) { return _cvtsh_ss(load_unaligned<uint16_t>(p)); }
 
+// Q4_K's and Q5_K's 12 scale bytes unpacked as ggml does, in one register:
+// bytes 0..7 sc[0..7], 8..15 m[0..7]. Reads 16 bytes from `scales` (the 12
+// scale bytes and the 4 after them, of qs or qh). ggml's masks on the
+// 32-bit words u0..u2, in vector lanes: [u0 & 0x3f.., u2 & 0x0f.. | (u0 >> 6
+// & 0x03..) << 4, u1 & 0x3f.., u2 >> 4 & 0x0f.. | (u1 >> 6 & 0x03..) << 4].
+// Stop 56: 3-5% faster for the Q5_K tile (one thread, hot) than two byte
+// shuffles and their masks.
+inline __m128i k4_unpack_vec(const uint8_t* scales) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+  const __m128i lo_words = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
+  const __m128i hi_words = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2);
+  return _mm_or_si128(_mm_and_si128(lo_words, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                      _mm_and_si128(hi_words, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+}
+
 // f.template operator()<N>() for the run-time n in 1..kMax (nothing
 // otherwise): a pass of n tokens as a tile of N, its sums in registers.
 template <int kMax, class F>
