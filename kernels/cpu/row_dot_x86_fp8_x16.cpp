@@ -27,8 +27,15 @@ namespace {
 constexpr size_t kBlock = kFp8X16GroupBlock;  // 16 rows x 128 columns
 constexpr int kChunks = int(kBlock / 64);     // 32 per block
 // How far ahead each group's stream asks for its lines (prefetcht0, a line
-// per chunk), as bf16_x16's first token group.
+// per chunk): tiles of several tokens as bf16_x16's first token group; one
+// or two tokens (four streams) nearer. Stop 57, the layer alternated by
+// repetition in one process, 2048 against 3072 bytes for one or two tokens:
+// one thread (`taskset -c 0`, batch 1, four runs) DeepSeek-V3 3.9-5.3% and
+// Qwen3-30B-A3B 3.8-8.3% faster (1536: within 1%; 2560: 3.4-4.7%; 4096 and
+// 6144: 3-10% slower), at batch 2 4.2% and 6.8%. The tiles of three or more
+// tokens keep 3072: at 2048 they ran 256 tokens 6-7% slower.
 constexpr size_t kAhead = 3072;
+constexpr size_t kFewTokensAhead = 2048;
 
 inline __m512bh pair_at(const uint8_t* a, int64_t k) {
   return (__m512bh)_mm512_set1_epi32(load_unaligned<int32_t>(a + 4 * k));
@@ -41,6 +48,7 @@ struct Tile {
   const uint8_t* w;
   size_t group_bytes, y_group;
   const float* const* s;  // per group: its scale row
+  size_t ahead;           // how far ahead the streaming tile prefetches
 };
 
 template <int G, int NT, bool kPrefetch>
@@ -59,7 +67,7 @@ void x16_tile(const Tile& tl, int64_t b0, int64_t b1, const uint8_t* const* a, f
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
         const uint8_t* c = wb + tl.group_bytes * size_t(g) + 64 * size_t(j);
-        if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(c + kAhead), _MM_HINT_T0);
+        if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(c + tl.ahead), _MM_HINT_T0);
         wd.widen(_mm512_loadu_si512(c), lo[g], hi[g]);
       }
       const int64_t k = 64 * b + 2 * j;  // the pair (4j, 4j + 1) of block b
@@ -86,6 +94,14 @@ void x16_tile(const Tile& tl, int64_t b0, int64_t b1, const uint8_t* const* a, f
   }
 }
 
+// Tokens per pass of a tile of G groups: one or two groups take up to 9
+// (18 sums, two widened chunks and the byte tables fill the registers);
+// four groups (decode: four chains hide vdpbf16ps's latency, each chunk's
+// two products depending on each other) take one or two, as the two or
+// three groups left over after them.
+template <int G>
+constexpr int kPassTokens = G <= 2 ? 9 : 2;
+
 // G groups (the first at row r0, the others gstep groups apart) by NT
 // tokens from t0, blocks [b0, b1).
 template <int G, int NT>
@@ -102,20 +118,14 @@ void x16_tokens(const RowDotParams& p, int64_t r0, int64_t gstep, int64_t t0, in
   for (int g = 0; g < G; ++g)
     s[g] = p.scales + size_t((r0 + kFp8X16Rows * gstep * g) / kFp8ScaleBlock) * p.scale_row_stride;
   const Tile tl{p.w + size_t(r0) * p.w_row_stride, kFp8X16Rows * p.w_row_stride * size_t(gstep),
-                size_t(kFp8X16Rows * gstep), s};
+                size_t(kFp8X16Rows * gstep), s,
+                p.n_tokens <= kPassTokens<kFp8X16TileGroups> ? kFewTokensAhead : kAhead};
   if (t0 == 0)
     x16_tile<G, NT, true>(tl, b0, b1, a, y);
   else
     x16_tile<G, NT, false>(tl, b0, b1, a, y);
 }
 
-// Tokens per pass of a tile of G groups: one or two groups take up to 9
-// (18 sums, two widened chunks and the byte tables fill the registers);
-// four groups (decode: four chains hide vdpbf16ps's latency, each chunk's
-// two products depending on each other) take one or two, as the two or
-// three groups left over after them.
-template <int G>
-constexpr int kPassTokens = G <= 2 ? 9 : 2;
 constexpr int64_t kStepBlocks = 8;  // 1024 columns a step when tokens take several passes
 
 // G groups from r0, all the tokens: one pass over the whole width, or
