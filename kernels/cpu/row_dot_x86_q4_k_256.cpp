@@ -11,7 +11,7 @@
 //   scales' sums, three for the mins'), and their
 //   fmas run as the lanes of one vector: lane 2i row i's scales' sum, lane
 //   2i + 1 its mins'. Each lane does the scalar fma of llama.cpp's GEMV, so
-//   the floats are that order's (as the AVX-512 levels' k45_tile512), bit
+//   the floats are that order's (as the AVX-512 levels' k4_tile512), bit
 //   for bit (RowDot.KQuantsSumInLlamaCppsX86OrderAtEveryLevel).
 // Below AVX-512 routed experts are stored as q4_k_x4 (row_dot_x86_q4_k_x4_256.cpp,
 // faster still); this takes Q4_K kept rowmajor (attention, dense layers, the

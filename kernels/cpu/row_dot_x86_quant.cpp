@@ -246,10 +246,9 @@ struct Q4KGemvSums {
   }
 };
 
-template <bool kFive, int R, int T, bool kGemmOrder = false>
-void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
-                 float (&out)[R][T], const Ahead& ah) {
-  static_assert(!kFive, "Q5_K at this level: q5_k_512_rows");
+template <int R, int T, bool kGemmOrder = false>
+void k4_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* const* a,
+                float (&out)[R][T], const Ahead& ah) {
   static_assert(T <= 4, "a token per lane of the GEMM-order sums");
   // kGemmOrder: each row's running sums, one token per lane.
   __m128 gemm_acc[R], gemm_min[R];
@@ -365,17 +364,12 @@ void k45_tile512(const RowDotParams& p, const uint8_t* const* w, const uint8_t* 
     gemv.result(out);
   }
 }
-#define TANDEM_K45_TILE k45_tile512
-#else
-#define TANDEM_K45_TILE k45_tile
-#endif
 
-#if defined(__AVX512F__)
 template <int R, int T>
 struct Q4KTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
-    TANDEM_K45_TILE<false, R, T>(p, w, a, out, ah);
+    k4_tile512<R, T>(p, w, a, out, ah);
   }
 };
 #endif
@@ -383,7 +377,11 @@ template <int R, int T>
 struct Q4KGemmOrderTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
-    TANDEM_K45_TILE<false, R, T, true>(p, w, a, out, ah);
+#if defined(__AVX512F__)
+    k4_tile512<R, T, true>(p, w, a, out, ah);
+#else
+    k45_tile<false, R, T, true>(p, w, a, out, ah);
+#endif
   }
 };
 void q8_0_rows(const RowDotParams& p) {
@@ -412,7 +410,7 @@ template <int R, int T>
 struct Q5KTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
-    TANDEM_K45_TILE<true, R, T>(p, w, a, out, ah);
+    k45_tile<true, R, T>(p, w, a, out, ah);
   }
 };
 
