@@ -198,6 +198,8 @@ struct Q5KTile512 {
       // The rows' dmin as fp16 lanes, converted together: built in a float
       // array, GCC put the four floats together in general registers and
       // stored them for a vector load that then waited (stop 58: 4% hot).
+      // A masked broadcast, not an insert: the insert's lane must be an
+      // immediate, which an unoptimised build does not make of i.
       __m128i dmin_h = _mm_setzero_si128();
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
@@ -205,7 +207,8 @@ struct Q5KTile512 {
         ah.step(w[i], woff, sizeof(BlockQ5_K));
         const Q5KBlock512 blk(wb);
         m16[i] = blk.m16;
-        dmin_h = _mm_insert_epi16(dmin_h, load_unaligned<uint16_t>(wb + offsetof(BlockQ5_K, dmin)), i);
+        const auto dmin_bits = short(load_unaligned<uint16_t>(wb + offsetof(BlockQ5_K, dmin)));
+        dmin_h = _mm_mask_set1_epi16(dmin_h, __mmask8(1u << i), dmin_bits);
         const float d = half(wb + offsetof(BlockQ5_K, d));
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
