@@ -120,7 +120,7 @@ constexpr size_t kStreamAhead = 3072;
 // process, three rounds: hardware prefetches alone 0.72-0.79, two cores
 // ahead 0.84-1.04.
 constexpr size_t kDecodeAhead = 2 * kCore;
-// And every line again four cores ahead. One token's decoding takes about
+// And every line again three cores ahead. One token's decoding takes about
 // ten instructions a line, so the out-of-order window holds few of the
 // stream's loads, and the hardware prefetchers do little for it (with no
 // prefetch of ours 17-20 GB/s where a plain read takes 35-40; prefetching
@@ -133,7 +133,14 @@ constexpr size_t kDecodeAhead = 2 * kCore;
 // cores 0.862-0.863, 2 and 6 0.848-0.862; 3 or 4 alone, 1 and 3: none
 // above 2 alone). The tiles of several tokens read three streams and lost
 // by it (4 tokens: 0.909 -> 0.835-0.850 with a second request 6-9 KiB on).
-constexpr size_t kDecodeFar = 4 * kCore;
+// Stop 59 moved it from four cores to three: in the benchmark's whole layer
+// (batch 1, two threads, both cores reading) the variants alternated by
+// repetition, two rounds of 140 and 200 each, medians of coded GB/s over the
+// same run's plain read: at quiet reads (>= 65 GB/s) 2+4 cores 0.856/0.848
+// (DeepSeek-V3) and 0.841/0.825 (Qwen3), 2+3 0.860/0.867 and 0.856/0.870;
+// 2+3 was at or above 2+4 in every read band of both rounds (+0.3 to +4.5%);
+// 2 alone 0.870/0.839, 3 alone 0.867 then 0.847, the far one as T2 0.797.
+constexpr size_t kDecodeFar = 3 * kCore;
 
 // A unit's exceptions sit in its spare, after all the matrix's cores: a
 // quarter of Gaussian units have one, and the patch's load of the spare,
