@@ -49,6 +49,11 @@ CpuFeatures detect_cpu_features() {
 #ifdef TANDEM_X86
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  unsigned vendor_b = 0, vendor_c = 0, vendor_d = 0, max_leaf = 0;
+  __cpuid(0, max_leaf, vendor_b, vendor_c, vendor_d);
+  f.amd = vendor_b == 0x68747541 && vendor_d == 0x69746e65 && vendor_c == 0x444d4163;  // "AuthenticAMD"
+  const unsigned base_family = (a >> 8) & 0xF;
+  f.family = int(base_family == 0xF ? base_family + ((a >> 20) & 0xFF) : base_family);
   const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
              f16c = c & (1u << 29);
   if (!osxsave || !avx) return f;  // without XSAVE enabled no YMM/ZMM state is saved
@@ -56,7 +61,7 @@ CpuFeatures detect_cpu_features() {
   const bool ymm_state = (xcr0 & 0x6) == 0x6;     // SSE + AVX state
   const bool zmm_state = (xcr0 & 0xE6) == 0xE6;   // + opmask, ZMM_Hi256, Hi16_ZMM
   const bool tile_state = (xcr0 & 0x60000) == 0x60000;
-  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  if (max_leaf < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
   const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17),
              avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
@@ -123,7 +128,38 @@ CpuIsa choose_isa_from_environment() {
   const CpuIsa isa = choose_isa(f, env ? std::optional<std::string_view>(env) : std::nullopt);
   spdlog::info("cpu kernels: {} (cpu has {}{})", isa_name(isa), describe(f),
                env && *env ? ", forced by TANDEM_CPU_ISA" : "");
+  const char* pf = std::getenv("TANDEM_CPU_PREFETCH");
+  const CpuPrefetch prefetch = choose_prefetch(f, pf ? std::optional<std::string_view>(pf) : std::nullopt);
+  spdlog::info("cpu kernels' one-token weight streams: {} prefetch ({}family {:x}h{})", prefetch_name(prefetch),
+               f.amd ? "AMD " : "", f.family, pf && *pf ? ", forced by TANDEM_CPU_PREFETCH" : "");
   return isa;
+}
+
+CpuPrefetch best_prefetch(const CpuFeatures& f) {
+  return f.amd && f.family == 0x19 && f.avx512 ? CpuPrefetch::kHardware : CpuPrefetch::kSoftware;
+}
+
+std::string_view prefetch_name(CpuPrefetch p) { return p == CpuPrefetch::kHardware ? "hardware" : "software"; }
+
+CpuPrefetch choose_prefetch(const CpuFeatures& f, std::optional<std::string_view> forced) {
+  if (!forced || forced->empty()) return best_prefetch(f);
+  if (*forced == "software") return CpuPrefetch::kSoftware;
+  if (*forced == "hardware") return CpuPrefetch::kHardware;
+  throw Error(ErrorKind::kInvalidInput,
+              "TANDEM_CPU_PREFETCH=" + std::string(*forced) + " is neither software nor hardware");
+}
+
+CpuPrefetch cpu_prefetch() {
+  static const CpuPrefetch chosen = [] {
+    const CpuFeatures f = detect_cpu_features();
+    const char* pf = std::getenv("TANDEM_CPU_PREFETCH");
+    try {
+      return choose_prefetch(f, pf ? std::optional<std::string_view>(pf) : std::nullopt);
+    } catch (const Error&) {
+      return best_prefetch(f);
+    }
+  }();
+  return chosen;
 }
 
 std::string describe(const CpuFeatures& f) {

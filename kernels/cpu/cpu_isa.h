@@ -17,6 +17,7 @@
 //                (Sapphire Rapids and later)
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +39,8 @@ struct CpuFeatures {
   bool amx_tile = false;
   bool amx_bf16 = false;  // AMX-BF16 (tdpbf16ps)
   bool amx_int8 = false;  // AMX-INT8 (tdpbssd and kin)
+  bool amd = false;       // vendor AuthenticAMD
+  int family = 0;         // display family (base + extended): 0x19 Zen 3/4, 0x1A Zen 5
 };
 
 // Reads CPUID and XGETBV; where the CPU has AMX tiles, asks Linux for this
@@ -61,6 +64,36 @@ CpuIsa choose_isa(const CpuFeatures& f, std::optional<std::string_view> forced);
 // choice and the features once per call. Call it in main() and pass the
 // result down.
 CpuIsa choose_isa_from_environment();
+
+// Who keeps a one-token kernel's weight stream in flight. bf16_x16z's
+// decoding takes about ten instructions a line, so the out-of-order window
+// holds few of the stream's loads: on a Zen 5 the hardware prefetchers then
+// leave DRAM idle and the kernel's own requests, two and three cores ahead,
+// are what keeps it busy (row_dot_x86_x16z.cpp). A Zen 4's prefetchers keep
+// it busy themselves, and the same requests only cost issue slots and miss
+// buffers there. Stop 59, a Zen 4 EPYC (family 19h model 11h): one thread
+// from DRAM, bf16_x16z's values per second 1.27-1.32 times as high without
+// them (three shapes); the layer at batch 1, the two alternated in five
+// runs, of a plain read (medians): BF16 0.91 -> 1.00 (DeepSeek-V3) and
+// 0.92 -> 0.99 (Qwen3) at reads of 30-35 GB/s, Qwen3 0.63 -> 0.97 at 54;
+// FP8 0.94-0.98 -> 1.02-1.03, Q8_0 0.93-0.95 -> 0.95-0.99 (0.76 -> 0.91 at
+// 57), Q4_K 0.96-0.99 -> 0.98-1.04 (0.88 -> 1.06 at 55). Several tokens'
+// tiles keep their requests (asks_for_stream, row_dot.h). kSoftware: the
+// kernels ask; kHardware: they leave it to the CPU.
+enum class CpuPrefetch : uint8_t { kSoftware = 0, kHardware = 1 };
+// kHardware for AMD's family 19h with AVX-512 (Zen 4; measured); kSoftware
+// everywhere else (Zen 5 measured; the rest as the kernels were tuned).
+CpuPrefetch best_prefetch(const CpuFeatures& f);
+std::string_view prefetch_name(CpuPrefetch p);  // "software", "hardware"
+// best_prefetch(f), or `forced` (TANDEM_CPU_PREFETCH when set and non-empty).
+// Throws tandem::Error(kInvalidInput) for a name that is neither.
+CpuPrefetch choose_prefetch(const CpuFeatures& f, std::optional<std::string_view> forced);
+// choose_prefetch(detect_cpu_features(), getenv("TANDEM_CPU_PREFETCH")),
+// decided once per process (the kernels ask it per call;
+// choose_isa_from_environment() logs it and, by asking first, refuses a bad
+// value at start-up; a bad value met first here falls back to
+// best_prefetch).
+CpuPrefetch cpu_prefetch();
 
 // "avx2 fma f16c avx512(f,bw,dq,vl) avx512_bf16 avx512_vnni" style summary.
 std::string describe(const CpuFeatures& f);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "common/error.h"
@@ -65,6 +66,44 @@ TEST(CpuIsa, ForcingALowerLevelWorksAHigherOneIsRefused) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
     EXPECT_NE(std::string(e.what()).find("avx1024"), std::string::npos) << e.what();
   }
+}
+
+// Zen 4 (AMD family 19h with AVX-512) leaves one-token streams to its own
+// prefetchers; Zen 3 (no AVX-512), Zen 5 and other vendors ask; the
+// variable forces either and refuses other names.
+TEST(CpuIsa, PrefetchProfileFollowsTheFamilyAndCanBeForced) {
+  CpuFeatures f;
+  f.avx2 = f.avx512 = true;
+  f.amd = true;
+  f.family = 0x19;
+  EXPECT_EQ(best_prefetch(f), CpuPrefetch::kHardware);
+  f.family = 0x1A;
+  EXPECT_EQ(best_prefetch(f), CpuPrefetch::kSoftware);
+  f.family = 0x19;
+  f.avx512 = false;
+  EXPECT_EQ(best_prefetch(f), CpuPrefetch::kSoftware);
+  f.avx512 = true;
+  f.amd = false;
+  f.family = 6;
+  EXPECT_EQ(best_prefetch(f), CpuPrefetch::kSoftware);
+  EXPECT_EQ(choose_prefetch(f, std::nullopt), CpuPrefetch::kSoftware);
+  EXPECT_EQ(choose_prefetch(f, "hardware"), CpuPrefetch::kHardware);
+  EXPECT_EQ(choose_prefetch(f, "software"), CpuPrefetch::kSoftware);
+  try {
+    choose_prefetch(f, "sometimes");
+    FAIL() << "an unknown prefetch profile was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("sometimes"), std::string::npos) << e.what();
+  }
+  ::setenv("TANDEM_CPU_PREFETCH", "sometimes", 1);
+  EXPECT_THROW(choose_isa_from_environment(), Error);
+  ::unsetenv("TANDEM_CPU_PREFETCH");
+  // This machine's own answer is one of the two, and the process keeps it.
+  const CpuFeatures here = detect_cpu_features();
+  EXPECT_EQ(cpu_prefetch(), best_prefetch(here));
+  std::printf("  this cpu: %s family %xh -> %s prefetch\n", here.amd ? "AMD" : "not AMD", here.family,
+              std::string(prefetch_name(cpu_prefetch())).c_str());
 }
 
 TEST(CpuIsa, EnvironmentVariableForcesTheLevel) {

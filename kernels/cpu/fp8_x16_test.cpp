@@ -6,6 +6,7 @@
 // floats in any batch and any cut of the rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -105,8 +106,13 @@ TEST(Fp8X16, RowDotsAgreeWithGenericAtEveryLevel) {
               std::vector<float> y(ref.size(), -7.0f);
               p.y = y.data();
               row_dot_check(p);
-              row_dot_for(isa, type)(p);
-              ASSERT_TRUE(agrees_within(p, y, ref, gather, bound, abs_dot_of, worst));
+              for (CpuPrefetch pf : {CpuPrefetch::kSoftware, CpuPrefetch::kHardware}) {  // the same floats
+                SCOPED_TRACE(std::string(prefetch_name(pf)) + " prefetch");
+                std::fill(y.begin(), y.end(), -7.0f);
+                p.prefetch = pf;
+                row_dot_for(isa, type)(p);
+                ASSERT_TRUE(agrees_within(p, y, ref, gather, bound, abs_dot_of, worst));
+              }
             }
           }
         }

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "common/dtype.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -75,9 +76,20 @@ struct RowDotParams {
   // multiples of 4, w_row_stride is the row length, and the activations
   // were converted for that layout (convert_row_dot_activations).
   WeightLayout layout = WeightLayout::kRowMajor;
+  // Who prefetches a one-token stream (cpu_isa.h); unset: cpu_prefetch().
+  // The same floats either way (tests run both).
+  std::optional<CpuPrefetch> prefetch;
 };
 
 using RowDotFn = void (*)(const RowDotParams&);
+
+// Whether a kernel asks for its weight stream's lines itself: for several
+// tokens always (their tiles were tuned with their requests; on a Zen 4
+// without them some rows gained and some lost, stop 59), for one token where
+// the CPU's prefetchers do not keep DRAM busy alone (cpu_prefetch()).
+inline bool asks_for_stream(const RowDotParams& p) {
+  return p.n_tokens > 1 || p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
+}
 
 inline const uint8_t* activation_row(const RowDotParams& p, int64_t t) {
   return p.a_rows ? p.a_rows[t] : p.a + size_t(t) * p.a_row_bytes;

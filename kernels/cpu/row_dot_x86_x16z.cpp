@@ -162,6 +162,9 @@ constexpr size_t kDecodeFar = 3 * kCore;
 // ---- one token --------------------------------------------------------------------
 // One group (16 rows from row0), unit after unit: sum k adds vector k of
 // each 64 columns (vectors k and 32 + k of a unit), in order: ggml's floats.
+// kAsk: the stream's prefetches above (CpuPrefetch::kSoftware); without
+// them the CPU's prefetchers read it (a Zen 4's; cpu_isa.h).
+template <bool kAsk>
 void decode_group(const RowDotParams& p, const Coded& m, int64_t row0, const uint8_t* a) {
   __m512 s[32];
 #pragma GCC unroll 32
@@ -172,13 +175,15 @@ void decode_group(const RowDotParams& p, const Coded& m, int64_t row0, const uin
     const __m512i table = unit_table(un.core);
     const uint64_t mask = unit_mask(un.core);
     const uint8_t* au = a + 4 * size_t(kUnitPairs * u);
-    // The chunks' prefetches leave out the header lines two and four units on.
-    _mm_prefetch(reinterpret_cast<const char*>(un.core + kDecodeAhead), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(un.core + kDecodeFar), _MM_HINT_T0);
+    // The chunks' prefetches leave out the header lines two and three units on.
+    if constexpr (kAsk) {
+      _mm_prefetch(reinterpret_cast<const char*>(un.core + kDecodeAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(un.core + kDecodeFar), _MM_HINT_T0);
+    }
     fetch_next_spare(un);
 #pragma GCC unroll 32
     for (int i = 0; i < 32; ++i) {
-      if (i % 2 == 0) {
+      if (kAsk && i % 2 == 0) {
         fetch_chunk<_MM_HINT_T0>(un.core, i / 2, kDecodeAhead);
         fetch_chunk<_MM_HINT_T0>(un.core, i / 2, kDecodeFar);
       }
@@ -194,7 +199,9 @@ void decode_group(const RowDotParams& p, const Coded& m, int64_t row0, const uin
 void decode_rows(const RowDotParams& p) {
   const uint8_t* a = activation_row(p, 0);
   const Coded m(p);
-  for (int64_t r = p.row_begin; r < p.row_end; r += kX16Rows) decode_group(p, m, r, a);
+  const bool ask = asks_for_stream(p);
+  for (int64_t r = p.row_begin; r < p.row_end; r += kX16Rows)
+    ask ? decode_group<true>(p, m, r, a) : decode_group<false>(p, m, r, a);
 }
 
 // ---- several tokens ------------------------------------------------------------------

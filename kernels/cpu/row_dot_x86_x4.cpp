@@ -119,7 +119,8 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       pf[g] = ah.at(grp[g] + woff + kAhead, g);
-      if constexpr (kAhead > 0) _mm_prefetch(reinterpret_cast<const char*>(pf[g]), _MM_HINT_T0);
+      if constexpr (kAhead > 0)
+        if (ah.ask) _mm_prefetch(reinterpret_cast<const char*>(pf[g]), _MM_HINT_T0);
     }
     __m512i D[G][T][2][kS];
 #pragma GCC unroll 4
@@ -141,7 +142,7 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
       for (int g = 0; g < G; ++g) {
         const __m512i w = _mm512_loadu_si512(grp[g] + woff + 64 + 64 * s);
         if constexpr (kAhead > 0)
-          _mm_prefetch(reinterpret_cast<const char*>(pf[g] + 64 + 64 * s), _MM_HINT_T0);
+          if (ah.ask) _mm_prefetch(reinterpret_cast<const char*>(pf[g] + 64 + 64 * s), _MM_HINT_T0);
         const __m512i lo = _mm512_and_si512(w, low4);
         const __m512i hi = kHighTimes16 ? _mm512_and_si512(w, high4) : _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
 #pragma GCC unroll 4

@@ -70,6 +70,7 @@ template <int G>
 struct StreamsAhead {
   uintptr_t end[G];  // the stream's end; UINTPTR_MAX: no next rows
   uintptr_t jump[G];  // next rows - end (mod 2^64)
+  bool ask = true;    // the tiles' requests ahead in the stream (asks_for_stream)
   static StreamsAhead none() {
     StreamsAhead a;
     for (int g = 0; g < G; ++g) a.end[g] = UINTPTR_MAX, a.jump[g] = 0;
@@ -141,6 +142,7 @@ void x4_streams(const RowDotParams& p, int64_t groups) {
   // Each part's prefetches run on into the same part of the caller's next
   // rows, when the parts are the whole range.
   StreamsAhead<G> ah = StreamsAhead<G>::none();
+  ah.ask = asks_for_stream(p);
   if (p.then_rows && G * q == groups)
     for (int k = 0; k < G; ++k) {
       const size_t at = size_t(k * q * kX4Rows) * p.w_row_stride, len = size_t(q * kX4Rows) * p.w_row_stride;
@@ -155,7 +157,9 @@ void x4_streams(const RowDotParams& p, int64_t groups) {
   }
   for (int64_t j = G * q; j < groups; ++j) {
     const int64_t row0[1] = {p.row_begin + j * kX4Rows};
-    x4_groups<K, 1>(p, row0, StreamsAhead<1>::none());
+    StreamsAhead<1> one = StreamsAhead<1>::none();
+    one.ask = ah.ask;
+    x4_groups<K, 1>(p, row0, one);
   }
 }
 

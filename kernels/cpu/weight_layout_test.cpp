@@ -277,9 +277,14 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
             std::vector<float> y(ref.size(), -7.0f);
             q.y = y.data();
             row_dot_check(q);
-            row_dot_for(isa, type)(q);
-            ASSERT_NO_FATAL_FAILURE(expect_outputs(y, ref, p.y_row_stride, rows, cols, tokens, r0, r1, gather, exact,
-                                                   2.0 * double(cols / kQK8_0 + 2), wd, xd, worst));
+            for (CpuPrefetch pf : {CpuPrefetch::kSoftware, CpuPrefetch::kHardware}) {  // the same floats
+              SCOPED_TRACE(std::string(prefetch_name(pf)) + " prefetch");
+              std::fill(y.begin(), y.end(), -7.0f);
+              q.prefetch = pf;
+              row_dot_for(isa, type)(q);
+              ASSERT_NO_FATAL_FAILURE(expect_outputs(y, ref, p.y_row_stride, rows, cols, tokens, r0, r1, gather,
+                                                     exact, 2.0 * double(cols / kQK8_0 + 2), wd, xd, worst));
+            }
           }
         }
       }
