@@ -74,7 +74,7 @@ CpuIsa choose_isa_from_environment();
 // buffers there. Stop 59, a Zen 4 EPYC (family 19h model 11h): one thread
 // from DRAM, bf16_x16z's values per second 1.27-1.32 times as high without
 // them (three shapes); the layer at batch 1, the two alternated in five
-// runs, of a plain read (medians): BF16 0.91 -> 1.00 (DeepSeek-V3) and
+// runs, of a plain read (medians): BF16 0.91 -> 1.01 (DeepSeek-V3) and
 // 0.92 -> 0.99 (Qwen3) at reads of 30-35 GB/s, Qwen3 0.63 -> 0.97 at 54;
 // FP8 0.94-0.98 -> 1.02-1.03, Q8_0 0.93-0.95 -> 0.95-0.99 (0.76 -> 0.91 at
 // 57), Q4_K 0.96-0.99 -> 0.98-1.04 (0.88 -> 1.06 at 55). Several tokens'
