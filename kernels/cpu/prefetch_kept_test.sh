@@ -32,10 +32,14 @@ expect_at_least() {  # name pattern, least count, what it is
   fi
 }
 expect_at_least "tandem::kernels::moe_forward(|warm_workspace(" 1 "the layer warms its workspace"
-# One token: the 49 lines of the core two units on and of the core four
-# units on (48 from the chunks, the header), the next spare.
-expect_at_least "(anonymous namespace)::decode_group(tandem::kernels::RowDotParams const&, \
+# One token asking for its stream (CpuPrefetch::kSoftware): the 49 lines of
+# the core two units on and of the core three units on (48 from the chunks,
+# the header), the next spare; leaving it to the CPU (kHardware): the next
+# spare alone.
+expect_at_least "(anonymous namespace)::decode_group<true>(tandem::kernels::RowDotParams const&, \
 tandem::kernels::avx512bf16::(anonymous namespace)::Coded const&" 99 "bf16_x16z one token"
+expect_at_least "(anonymous namespace)::decode_group<false>(tandem::kernels::RowDotParams const&, \
+tandem::kernels::avx512bf16::(anonymous namespace)::Coded const&" 1 "bf16_x16z one token, hardware prefetch"
 # Three groups streaming: each group's 3 lines a chunk and its next spare,
 # and its share of the next step's 3 lines a chunk; the later passes that
 # share alone.
