@@ -288,7 +288,8 @@ TEST(RowDot, Q4KGemmOrderIsTheSameAtEveryLevelAndChunkedByHand) {
 // repacked GEMV, one exact sum per super-block for the scales and one for
 // the mins, each added with an fma; Q5_K and Q6_K: ggml_vec_dot's 8 lanes):
 // every level gives the generic result bit for bit, on tiles of 4 and 1 rows
-// by 1 to 4 tokens; and the generic Q4_K is the GEMV written out here.
+// by 1 to 4 tokens, asking for the rows ahead or not (CpuPrefetch); and the
+// generic Q4_K is the GEMV written out here.
 TEST(RowDot, KQuantsSumInLlamaCppsX86OrderAtEveryLevel) {
   std::mt19937 rng(78);
   for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
@@ -305,10 +306,14 @@ TEST(RowDot, KQuantsSumInLlamaCppsX86OrderAtEveryLevel) {
       }
       for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
         if (!supports(detect_cpu_features(), isa)) continue;
-        SCOPED_TRACE(std::string(isa_name(isa)));
-        std::vector<float> y;
-        row_dot_for(isa, type)(params(p, y, 0, p.rows));
-        ASSERT_EQ(y, y_ref);
+        for (CpuPrefetch pf : {CpuPrefetch::kSoftware, CpuPrefetch::kHardware}) {
+          SCOPED_TRACE(std::string(isa_name(isa)) + ", " + std::string(prefetch_name(pf)) + " prefetch");
+          std::vector<float> y;
+          RowDotParams q = params(p, y, 0, p.rows);
+          q.prefetch = pf;
+          row_dot_for(isa, type)(q);
+          ASSERT_EQ(y, y_ref);
+        }
       }
     }
 }
