@@ -20,6 +20,13 @@
 namespace tandem::kernels {
 namespace {
 
+// An environment variable's value, none when unset (empty counts as unset
+// for the choose_* functions).
+std::optional<std::string_view> env_value(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::optional<std::string_view>(v) : std::nullopt;
+}
+
 constexpr std::array<std::string_view, kCpuIsaCount> kNames = {"generic", "avx2", "avx512",
                                                                 "avx512bf16", "amx"};
 
@@ -124,14 +131,14 @@ CpuIsa choose_isa(const CpuFeatures& f, std::optional<std::string_view> forced) 
 
 CpuIsa choose_isa_from_environment() {
   const CpuFeatures f = detect_cpu_features();
-  const char* env = std::getenv("TANDEM_CPU_ISA");
-  const CpuIsa isa = choose_isa(f, env ? std::optional<std::string_view>(env) : std::nullopt);
+  const std::optional<std::string_view> env = env_value("TANDEM_CPU_ISA");
+  const CpuIsa isa = choose_isa(f, env);
   spdlog::info("cpu kernels: {} (cpu has {}{})", isa_name(isa), describe(f),
-               env && *env ? ", forced by TANDEM_CPU_ISA" : "");
-  const char* pf = std::getenv("TANDEM_CPU_PREFETCH");
-  const CpuPrefetch prefetch = choose_prefetch(f, pf ? std::optional<std::string_view>(pf) : std::nullopt);
+               env && !env->empty() ? ", forced by TANDEM_CPU_ISA" : "");
+  const std::optional<std::string_view> pf = env_value("TANDEM_CPU_PREFETCH");
+  const CpuPrefetch prefetch = choose_prefetch(f, pf);
   spdlog::info("cpu kernels' one-token weight streams: {} prefetch ({}family {:x}h{})", prefetch_name(prefetch),
-               f.amd ? "AMD " : "", f.family, pf && *pf ? ", forced by TANDEM_CPU_PREFETCH" : "");
+               f.amd ? "AMD " : "", f.family, pf && !pf->empty() ? ", forced by TANDEM_CPU_PREFETCH" : "");
   return isa;
 }
 
@@ -152,9 +159,8 @@ CpuPrefetch choose_prefetch(const CpuFeatures& f, std::optional<std::string_view
 CpuPrefetch cpu_prefetch() {
   static const CpuPrefetch chosen = [] {
     const CpuFeatures f = detect_cpu_features();
-    const char* pf = std::getenv("TANDEM_CPU_PREFETCH");
     try {
-      return choose_prefetch(f, pf ? std::optional<std::string_view>(pf) : std::nullopt);
+      return choose_prefetch(f, env_value("TANDEM_CPU_PREFETCH"));
     } catch (const Error&) {
       return best_prefetch(f);
     }
