@@ -29,9 +29,9 @@ inline constexpr uint32_t kFormatVersion = 1;
 // (weight_layout.h); 8: routed FP8 slices of whole scale blocks as fp8_x16,
 // and Q8_0 slices as q8_0_x16 for avx512bf16 (weight_layout.h); 9: BF16
 // slices as bf16_x16z for avx512bf16, each expert's matrix coded alone
-// (bf16_x16 where a tensor's values do not code). Arena::open refuses
-// another.
-inline constexpr uint32_t kLayoutVersion = 9;
+// (bf16_x16 where a tensor's values do not code); 10: Q5_K slices as
+// q5_k_x4 from avx512 up. Arena::open refuses another.
+inline constexpr uint32_t kLayoutVersion = 10;
 inline constexpr uint64_t kHeaderBytes = 4096;
 
 enum class ArenaState : uint32_t { kBuilding = 1, kReady = 2 };

@@ -273,6 +273,43 @@ TEST(MoeLayer, Q8_0X16LayerAgreesWithTheRowmajorLayerAtEveryLevel) {
   std::printf("  q8_0_x16 layer: worst |x16 - rowmajor| / sum|w*h| = %.2e\n", worst);
 }
 
+// Q5_K experts stored as q5_k_x4 (the arena's layout for them from avx512
+// up), down in Q5_K or in Q6_K (rowmajor) as Q5_K_M files keep some: within
+// 1e-5 of each output's sum |w * h| of the rowmajor layer at every level
+// (its kernels add each super-block's exact sums with one fma where ggml
+// adds 8 lanes'; the reference level reads it through rowmajor rows: the
+// same floats), at 1, 3 (one pass of 3 tokens) and 30 tokens.
+TEST(MoeLayer, Q5KX4LayerAgreesWithTheRowmajorLayerAtEveryLevel) {
+  double worst = 0;
+  for (DType down : {DType::kQ5_K, DType::kQ6_K}) {
+    const Layer L = make_layer(DType::kQ5_K, down, 512, 768, 4, 110);
+    Layer X = L;
+    repack_experts(X, WeightLayout::kQ5KX4, down == DType::kQ5_K ? WeightLayout::kQ5KX4 : WeightLayout::kRowMajor);
+    for (int64_t tokens : {1, 3, 30}) {
+      const Routing r = make_routing(tokens, 2, 512, 4, uint32_t(111 + tokens));
+      std::vector<double> scale;
+      exact(L, r, scale);
+      for (int level = 0; level < kCpuIsaCount; ++level) {
+        const CpuIsa isa = CpuIsa(level);
+        if (!supports(detect_cpu_features(), isa)) continue;
+        SCOPED_TRACE(std::string(name(down)) + " down, " + std::string(isa_name(isa)) + ", " +
+                     std::to_string(tokens) + " tokens");
+        const std::vector<float> want = run_layer(L, r, isa, 2), y = run_layer(X, r, isa, 2);
+        if (isa < CpuIsa::kAvx512) {
+          EXPECT_EQ(y, want);
+          continue;
+        }
+        EXPECT_NE(y, want);  // another order: some output's last bits differ
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_LE(std::fabs(y[i] - want[i]), 1e-5 * scale[i] + 1e-7) << "output " << i;
+          worst = std::max(worst, std::fabs(y[i] - want[i]) / (scale[i] + 1e-30));
+        }
+      }
+    }
+  }
+  std::printf("  q5_k_x4 layer: worst |x4 - rowmajor| / sum|w*h| = %.2e\n", worst);
+}
+
 TEST(MoeLayer, LayoutsTheTypesCannotTakeAreRefused) {
   Layer L = make_layer(DType::kQ6_K, DType::kQ6_K, 256, 256, 2, 3);
   L.shape.gate_up_layout = WeightLayout::kQ4KX4;

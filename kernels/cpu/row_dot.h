@@ -15,7 +15,8 @@
 // ggml-faithful matmul (plus FP8); the vector variants sum in other orders
 // and are tested against it with per-type error bounds (row_dot_test.cpp),
 // except the k-quants (Q4_K, Q5_K, Q6_K), which every level sums in
-// llama.cpp's x86 order, bit for bit the generic result.
+// llama.cpp's x86 order, bit for bit the generic result (but Q5_K stored as
+// q5_k_x4, which sums as q4_k_x4 does: weight_layout.h).
 // Kernels never allocate and never throw; row_dot_check() validates.
 #pragma once
 
@@ -108,8 +109,8 @@ size_t row_dot_activation_bytes(DType wtype, int64_t cols);
 // (quantize.h), so the generic variant reproduces llama.cpp; bf16 uses the
 // level's vec_ops.h conversion (bit-identical at every level). `out` needs
 // no alignment (bf16 rows are written as uint16_t). Activations fed to
-// quantised weights must be finite. `layout`: the weights' (q4_k_x4 permutes
-// each Q8_K block to match).
+// quantised weights must be finite. `layout`: the weights' (q4_k_x4 and
+// q5_k_x4 permute each Q8_K block to match).
 void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_stride,
                                  int64_t n_tokens, int64_t cols, uint8_t* out,
                                  size_t out_row_bytes, CpuIsa isa = CpuIsa::kGeneric,

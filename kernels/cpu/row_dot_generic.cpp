@@ -23,10 +23,10 @@ void rows_matmul(const RowDotParams& p);
 void rows_fp8(const RowDotParams& p);
 
 // The repacked layouts (weight_layout.h), the reference way: each group of
-// rows back to rowmajor, each token's activations back to plain (q4_k_x4),
+// rows back to rowmajor, each token's activations back to plain (q4_k_x4, q5_k_x4),
 // then rows_matmul (rows_fp8 for fp8_x16).
 void rows_repacked(const RowDotParams& p) {
-  const bool q4 = p.layout == WeightLayout::kQ4KX4;
+  const bool q4 = permutes_activations(p.layout);
   const LayoutBlocks blocks = layout_blocks(p.layout);
   const int gr = blocks.rows;
   const size_t row_bytes = p.w_row_stride;
@@ -165,7 +165,7 @@ void convert_row_dot_activations(DType wtype, const float* x, size_t x_row_strid
       case DType::kQ8_K: ops.quantize_q8_k(xt, o, cols); break;
       default: quantize_activations(act, xt, o, size_t(cols)); break;
     }
-    if (layout == WeightLayout::kQ4KX4) q4_k_x4_permute_activations(o, cols);
+    if (permutes_activations(layout)) q4_k_x4_permute_activations(o, cols);
   }
 }
 

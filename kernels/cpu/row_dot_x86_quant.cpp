@@ -476,15 +476,32 @@ struct Q6KTile {
 
 }  // namespace
 
+#if defined(__AVX512BW__)
+void q5_k_rows(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kQ5KX4)
+    q5_k_x4_rows(p);
+  else
+    q5_k_512_rows(p);
+}
+#else
+// q5_k_x4 is stored for the avx512 levels; here the reference takes it.
+void q5_k_rows(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kQ5KX4)
+    generic::find(DType::kQ5_K)(p);
+  else
+    drive<Q5KTile>(p);
+}
+#endif
+
 RowDotFn find_quant(DType wtype) {
   switch (wtype) {
     case DType::kQ8_0: return q8_0_rows;
     case DType::kQ4_K: return q4_k_rows;
 #if defined(__AVX512BW__)
-    case DType::kQ5_K: return q5_k_512_rows;
+    case DType::kQ5_K: return q5_k_rows;
     case DType::kQ6_K: return q6_k_512_rows;
 #else
-    case DType::kQ5_K: return drive<Q5KTile>;
+    case DType::kQ5_K: return q5_k_rows;
     case DType::kQ6_K: return drive<Q6KTile>;
 #endif
     default: return nullptr;

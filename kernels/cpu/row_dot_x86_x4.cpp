@@ -14,6 +14,11 @@
 // this one reads the same bytes at about twice the rate, row_dot_test).
 // Without VNNI, vpmaddubsw + vpmaddwd stand in for vpdpbusd. The avx2
 // level's kernel is row_dot_x86_q4_k_x4_256.cpp.
+//
+// q5_k_x4 (Q5_K, the avx512 levels) is the same tile with each step's
+// fifth bits put in at bit 4 (weight_layout.h: one 64-byte line of them per
+// four steps, byte for byte under the qs bytes), the high nibbles then
+// shifted down rather than kept x16 (a fifth bit there would be 256).
 #include "kernels/cpu/row_dot_x86_x4.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
@@ -25,10 +30,24 @@ inline __m512i broadcast16(const uint8_t* p) {
   return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// With VNNI the high nibbles stay in place (x16): vpdpbusd sums in int32,
-// and the factor is shifted out once per super-block. Without, vpmaddubsw
-// would saturate.
+// With VNNI Q4_K's high nibbles stay in place (x16): vpdpbusd sums in
+// int32, and the factor is shifted out once per super-block. Without,
+// vpmaddubsw would saturate.
 constexpr bool kHighTimes16 = kVnni;
+
+// Q5_K's fifth bits of step s: bit 2(s % 4) + h of each byte (h = 0: the
+// low nibbles' sub-blocks, 1: the high ones') at bit 4, every other bit 0.
+// (bit: a constant once the steps' loop is unrolled)
+inline __m512i fifth_bits(__m512i qh, int bit) {
+#if defined(__GFNI__)
+  // Row i of the bit matrix (the byte that makes result bit i) is byte 7 - i.
+  return _mm512_gf2p8affine_epi64_epi8(qh, _mm512_set1_epi64(int64_t(uint64_t(1u << bit) << 24)), 0);
+#else
+  // Per word: bit `bit` of each byte to bit 4 stays within its byte.
+  const __m512i moved = bit < 4 ? _mm512_slli_epi16(qh, unsigned(4 - bit)) : _mm512_srli_epi16(qh, unsigned(bit - 4));
+  return _mm512_and_si512(moved, _mm512_set1_epi8(0x10));
+#endif
+}
 
 // Per 128-bit lane (one row's meta, weight_layout.h: word h holds sc[4h..],
 // m[4h..] and d or dmin): the sub-block scales where the sums are, as
@@ -70,7 +89,9 @@ struct Meta {
   }
 };
 
-struct Q4KX4 {
+// kFive: Q5_K in q5_k_x4, else Q4_K in q4_k_x4.
+template <bool kFive>
+struct QKX4 {
   static constexpr bool kTwoStreams = true;
   static constexpr int kPairTokens = 3;
   static constexpr int64_t kBlockElems = kQK_K;
@@ -93,11 +114,14 @@ struct Q4KSums<true> {
   using type = __m512;
 };
 
+template <bool kFive>
 template <int G, int T>
-void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+void QKX4<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                  size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
   constexpr int kS = G * T <= 2 ? 2 : 1;  // chains per sum: enough in flight
   constexpr size_t kAhead = ahead(T);
+  constexpr size_t kGroupBlock = kFive ? kQ5KX4GroupBlock : kQ4KX4GroupBlock;
+  constexpr bool kTimes16 = kHighTimes16 && !kFive;
   const Meta meta;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(char(0xF0));
   // The sums: odd G, per group, lanes (sum, min) of rows 0..3; even G
@@ -111,7 +135,7 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
 #pragma GCC unroll 4
     for (auto& v : row) v = Acc{};
   for (int64_t b = 0; b < nb; ++b) {
-    const size_t woff = size_t(b) * kQ4KX4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
+    const size_t woff = size_t(b) * kGroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
     // One line per group here (the scales' line), then one per 64 weight
     // bytes in the loop below: requests at the pace of the arithmetic rather
     // than a burst of nine per block.
@@ -140,11 +164,24 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
       }
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
-        const __m512i w = _mm512_loadu_si512(grp[g] + woff + 64 + 64 * s);
+        // q5_k_x4: each part's fifth bits, then its 4 steps' lines (weight_layout.h)
+        const size_t at = kFive ? q5_k_x4_qs_at(s) : 64 + 64 * size_t(s);
+        const __m512i w = _mm512_loadu_si512(grp[g] + woff + at);
         if constexpr (kAhead > 0)
-          if (ah.ask) _mm_prefetch(reinterpret_cast<const char*>(pf[g] + 64 + 64 * s), _MM_HINT_T0);
-        const __m512i lo = _mm512_and_si512(w, low4);
-        const __m512i hi = kHighTimes16 ? _mm512_and_si512(w, high4) : _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
+          if (ah.ask) _mm_prefetch(reinterpret_cast<const char*>(pf[g] + at), _MM_HINT_T0);
+        __m512i lo, hi;
+        if constexpr (kFive) {
+          // (w & 0x0F) | bit 4, (w >> 4 & 0x0F) | bit 4
+          const __m512i qh = _mm512_loadu_si512(grp[g] + woff + q5_k_x4_qh_at(s / 4));
+          if constexpr (kAhead > 0)
+            if (s % 4 == 0 && ah.ask)
+              _mm_prefetch(reinterpret_cast<const char*>(pf[g] + q5_k_x4_qh_at(s / 4)), _MM_HINT_T0);
+          lo = _mm512_ternarylogic_epi32(w, fifth_bits(qh, 2 * (s % 4)), low4, 0xEC);
+          hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 4), fifth_bits(qh, 2 * (s % 4) + 1), low4, 0xEC);
+        } else {
+          lo = _mm512_and_si512(w, low4);
+          hi = kTimes16 ? _mm512_and_si512(w, high4) : _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
+        }
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           D[g][t][0][s % kS] = dot4(D[g][t][0][s % kS], lo, x0[t]);
@@ -176,7 +213,7 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
           d0 = _mm512_add_epi32(d0, D[g][t][0][1]);
           d1 = _mm512_add_epi32(d1, D[g][t][1][1]);
         }
-        if constexpr (kHighTimes16) d1 = _mm512_srai_epi32(d1, 4);
+        if constexpr (kTimes16) d1 = _mm512_srai_epi32(d1, 4);
         isum[g][t] = _mm512_add_epi32(_mm512_mullo_epi32(d0, sc_even), _mm512_mullo_epi32(d1, sc_odd));
         imin[g][t] = _mm512_madd_epi16(mins, bsums[t]);
       }
@@ -247,7 +284,8 @@ void Q4KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
 }
 }  // namespace
 
-void q4_k_x4_rows(const RowDotParams& p) { x4_rows<Q4KX4>(p); }
+void q4_k_x4_rows(const RowDotParams& p) { x4_rows<QKX4<false>>(p); }
+void q5_k_x4_rows(const RowDotParams& p) { x4_rows<QKX4<true>>(p); }
 #endif
 
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

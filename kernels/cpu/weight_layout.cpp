@@ -53,11 +53,51 @@ void unpack_q4_k_meta(const uint8_t* meta, uint8_t* block) {
   }
 }
 
+// q5_k_x4 (weight_layout.h): row r's Q5_K block into a group block, and
+// back. d, dmin and the scale bytes sit where Q4_K's do, so the meta is
+// q4_k_x4's; qs goes as q4_k_x4's within each step's line; the fifth bits
+// (bit j of qh[l]: value l of sub-block j) to byte 16r + 4c + k of part p,
+// bit 2i + h, for value 4s + k of sub-block 2c + h (s = 4p + i).
+constexpr size_t kQ5Qs = offsetof(BlockQ5_K, qs), kQ5Qh = offsetof(BlockQ5_K, qh);
+constexpr size_t group_q5_qs(int r, int s, int c) { return q5_k_x4_qs_at(s) + 16 * size_t(r) + 4 * size_t(c); }
+constexpr size_t group_qh(int r, int p, int c, int k) {
+  return q5_k_x4_qh_at(p) + 16 * size_t(r) + 4 * size_t(c) + size_t(k);
+}
+void pack_q5_k_row(const uint8_t* block, int r, uint8_t* g) {
+  pack_q4_k_meta(block, g + 16 * r);
+  for (int s = 0; s < 8; ++s)
+    for (int c = 0; c < 4; ++c) std::memcpy(g + group_q5_qs(r, s, c), block + kQ5Qs + 32 * size_t(c) + 4 * size_t(s), 4);
+  for (int p = 0; p < 2; ++p)
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 4; ++k) {
+        uint8_t byte = 0;
+        for (int i = 0; i < 4; ++i)
+          for (int h = 0; h < 2; ++h)
+            byte |= uint8_t(((block[kQ5Qh + 4 * size_t(4 * p + i) + size_t(k)] >> (2 * c + h)) & 1) << (2 * i + h));
+        g[group_qh(r, p, c, k)] = byte;
+      }
+}
+void unpack_q5_k_row(const uint8_t* g, int r, uint8_t* block) {
+  unpack_q4_k_meta(g + 16 * r, block);
+  for (int s = 0; s < 8; ++s)
+    for (int c = 0; c < 4; ++c) std::memcpy(block + kQ5Qs + 32 * size_t(c) + 4 * size_t(s), g + group_q5_qs(r, s, c), 4);
+  std::memset(block + kQ5Qh, 0, kQK_K / 8);
+  for (int p = 0; p < 2; ++p)
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t byte = g[group_qh(r, p, c, k)];
+        for (int i = 0; i < 4; ++i)
+          for (int h = 0; h < 2; ++h)
+            block[kQ5Qh + 4 * size_t(4 * p + i) + size_t(k)] |= uint8_t(((byte >> (2 * i + h)) & 1) << (2 * c + h));
+      }
+}
+
 }  // namespace
 
 LayoutBlocks layout_blocks(WeightLayout l) {
   switch (l) {
     case WeightLayout::kQ4KX4: return {kX4Rows, kQK_K, sizeof(BlockQ4_K), kQ4KX4GroupBlock};
+    case WeightLayout::kQ5KX4: return {kX4Rows, kQK_K, sizeof(BlockQ5_K), kQ5KX4GroupBlock};
     case WeightLayout::kQ8_0X4: return {kX4Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
     case WeightLayout::kBf16X16: return {kX16Rows, 32, 64, kBf16X16GroupBlock};
     case WeightLayout::kFp8X16: return {kFp8X16Rows, size_t(kFp8X16Cols), size_t(kFp8X16Cols), kFp8X16GroupBlock};
@@ -77,13 +117,14 @@ std::string_view layout_name(WeightLayout l) {
     case WeightLayout::kFp8X16: return "fp8_x16";
     case WeightLayout::kQ8_0X16: return "q8_0_x16";
     case WeightLayout::kBf16X16Z: return "bf16_x16z";
+    case WeightLayout::kQ5KX4: return "q5_k_x4";
   }
   return "?";
 }
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16,
-                         WeightLayout::kFp8X16, WeightLayout::kQ8_0X16, WeightLayout::kBf16X16Z})
+                         WeightLayout::kFp8X16, WeightLayout::kQ8_0X16, WeightLayout::kBf16X16Z, WeightLayout::kQ5KX4})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -119,6 +160,9 @@ WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t 
   // tiles read bf16_x16.
   if (type == DType::kBF16 && isa == CpuIsa::kAvx512Bf16 && layout_fits(WeightLayout::kBf16X16Z, type, rows, cols))
     return WeightLayout::kBf16X16Z;
+  // Q5_K as q5_k_x4 from avx512 up (below, the reference would take it).
+  if (type == DType::kQ5_K && isa >= CpuIsa::kAvx512 && layout_fits(WeightLayout::kQ5KX4, type, rows, cols))
+    return WeightLayout::kQ5KX4;
   const WeightLayout l = expert_layout(type, isa);
   return layout_fits(l, type, rows, cols) ? l : WeightLayout::kRowMajor;
 }
@@ -132,6 +176,8 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
     return type == DType::kBF16 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kBf16X16ZCols == 0;
   if (l == WeightLayout::kQ8_0X16)
     return type == DType::kQ8_0 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kQK8_0 == 0;
+  if (l == WeightLayout::kQ5KX4)
+    return type == DType::kQ5_K && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kQK_K == 0;
   // bf16_x16: whole runs of 64 values, so the one-token kernel's vec_dot
   // order has no tail to sum apart.
   const int64_t block = l == WeightLayout::kBf16X16 ? 64 : int64_t(b.block_elems);
@@ -163,6 +209,10 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
       for (int k = 0; k < 32; ++k) g[8 + 32 * r + k] = uint8_t(rows[r][2 + k] ^ 0x80);  // w + 128
       continue;
     }
+    if (l == WeightLayout::kQ5KX4) {
+      pack_q5_k_row(rows[r], r, g);
+      continue;
+    }
     pack_q4_k_meta(rows[r], g + 16 * r);
     for (int s = 0; s < 8; ++s)
       for (int c = 0; c < 4; ++c) std::memcpy(g + group_qs(r, s, c), rows[r] + row_qs(s, c), 4);
@@ -192,6 +242,10 @@ void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) 
     if (l == WeightLayout::kQ8_0X4) {
       std::memcpy(rows[r], g + 2 * r, 2);
       for (int k = 0; k < 32; ++k) rows[r][2 + k] = uint8_t(g[8 + 32 * r + k] ^ 0x80);
+      continue;
+    }
+    if (l == WeightLayout::kQ5KX4) {
+      unpack_q5_k_row(g, r, rows[r]);
       continue;
     }
     unpack_q4_k_meta(g + 16 * r, rows[r]);

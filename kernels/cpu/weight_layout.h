@@ -19,6 +19,23 @@
 // (q4_k_x4_permute_activations): qs'[32s + 16h + 4c + k] = qs[64c + 32h + 4s + k],
 // where h = 0 is the low nibbles' sub-block 2c and h = 1 the high ones' 2c+1.
 //
+// "q5_k_x4" (Q5_K, rows a multiple of 4; the avx512 levels): q4_k_x4's
+// meta and qs lines (ggml's d, dmin and scale bytes being the same) with
+// the values' fifth bits, 704 bytes a group block, in the order a kernel
+// reads them: meta[64], then for p = 0, 1 the fifth bits of steps
+// 4p..4p+3 and those steps' 4 qs lines (q5_k_x4_qh_at, q5_k_x4_qs_at):
+//   qh:  byte 16r + 4c + k of part p holds, at bit 2i + h, row r's value
+//        4s + k of sub-block 2c + h (s = 4p + i; ggml: bit 2c + h of
+//        qh[4s + k]),
+// so the 64 bytes of steps 4p..4p+3 lie byte for byte under those steps'
+// qs bytes: each step's fifth bits are one bit of every byte (a GFNI bit
+// matrix or a shift brings them to bit 4). The kernels read the same
+// permuted activations as q4_k_x4's, and sum as q4_k_x4 does (one exact
+// sum per super-block for the scales and one for the mins, each with an
+// fma): floats of their own, within Q5_K's bound of the rowmajor rows
+// (ggml_vec_dot's 8 lanes). expert_matrix_layout stores Q5_K this way from
+// avx512 up (since stop 60).
+//
 // "q8_0_x4" (Q8_0, rows a multiple of 4): a group's block b (136 bytes) is
 //   d[4]:    the 4 rows' fp16 scales;
 //   qs[128]: row r's 32 values at 8 + 32r, each as the unsigned byte
@@ -78,8 +95,8 @@
 // times the values per GB/s read; docs/cpu-kernels.md); the amx level's
 // tiles read bf16_x16.
 //
-// Same values, same products: the x4 layouts and one-token bf16_x16 give the
-// rowmajor results bit for bit.
+// Same values, same products: the x4 layouts (but q5_k_x4) and one-token
+// bf16_x16 give the rowmajor results bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -92,7 +109,7 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16, kQ8_0X16, kBf16X16Z };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16, kQ8_0X16, kBf16X16Z, kQ5KX4 };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
@@ -110,7 +127,7 @@ WeightLayout expert_layout(DType type, CpuIsa isa);
 // The layout to store one routed-expert matrix of `type` (rows x cols, a
 // worker's slice) in for kernels of level `isa`: at avx512bf16 fp8_x16 for
 // FP8 and q8_0_x16 for Q8_0 where they fit, otherwise expert_layout's where
-// it fits, else rowmajor.
+// it fits (and q5_k_x4 for Q5_K from avx512 up), else rowmajor.
 WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols);
 
 // Whether `l` can hold a rows x cols matrix of `type` (rowmajor: always).
@@ -134,6 +151,10 @@ bool try_repack_rows(WeightLayout l, DType type, uint8_t* w, int64_t rows, int64
 
 inline constexpr int kX4Rows = 4;  // rows per group of the x4 layouts
 inline constexpr size_t kQ4KX4GroupBlock = 4 * 144;  // one super-block of a group
+inline constexpr size_t kQ5KX4GroupBlock = 4 * 176;
+// Where a q5_k_x4 group block keeps step s's qs line and part p's fifth bits.
+constexpr size_t q5_k_x4_qh_at(int p) { return 64 + 320 * size_t(p); }
+constexpr size_t q5_k_x4_qs_at(int s) { return q5_k_x4_qh_at(s / 4) + 64 + 64 * size_t(s % 4); }
 inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
 inline constexpr int kX16Rows = 16;  // rows per group of bf16_x16 and q8_0_x16
 inline constexpr size_t kQ8_0X16GroupBlock = 16 * 34;
@@ -201,7 +222,8 @@ void unpack_group(WeightLayout l, const uint8_t* matrix, int64_t matrix_rows, in
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* group_block);
 void unpack_group_block(WeightLayout l, const uint8_t* group_block, uint8_t* const* rows);
 // The Q8_K blocks of one activation row (cols values), permuted in place for
-// q4_k_x4, and back.
+// q4_k_x4 and q5_k_x4, and back.
+inline bool permutes_activations(WeightLayout l) { return l == WeightLayout::kQ4KX4 || l == WeightLayout::kQ5KX4; }
 void q4_k_x4_permute_activations(uint8_t* q8_k, int64_t cols);
 void q4_k_x4_unpermute_activations(uint8_t* q8_k, int64_t cols);
 

@@ -1,9 +1,10 @@
-// The repacked layouts (weight_layout.h), q4_k_x4, q8_0_x4 and bf16_x16:
-// byte permutations that pack and unpack exactly, and row dots over them
-// that equal the rowmajor generic ones bit for bit at every level (the same
-// exact integer sums and the same fmas; bf16_x16's several-token outer
-// product within a stated bound), on ragged row ranges, token counts and
-// gathered activations (fp8_x16: fp8_x16_test.cpp).
+// The repacked layouts (weight_layout.h), q4_k_x4, q5_k_x4, q8_0_x4 and
+// bf16_x16: byte permutations that pack and unpack exactly, and row dots
+// over them that equal the rowmajor generic ones bit for bit at every level
+// (the same exact integer sums and the same fmas; bf16_x16's several-token
+// outer product and q5_k_x4's one sum per super-block within stated
+// bounds), on ragged row ranges, token counts and gathered activations
+// (fp8_x16: fp8_x16_test.cpp).
 #include "kernels/cpu/weight_layout.h"
 
 #include <gtest/gtest.h>
@@ -47,7 +48,7 @@ using testing::rowmajor_params;
 TEST(WeightLayout, NamesAndFits) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
                          WeightLayout::kBf16X16, WeightLayout::kFp8X16, WeightLayout::kQ8_0X16,
-                         WeightLayout::kBf16X16Z})
+                         WeightLayout::kBf16X16Z, WeightLayout::kQ5KX4})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
   EXPECT_FALSE(layout_from_name("fp8_s16"));  // stops 35-48's FP8 layout, gone with layout version 8
   // FP8: fp8_x16 at avx512bf16 only (weight_layout.h) where it fits, else rowmajor
@@ -69,6 +70,16 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAvx512Bf16, 32, 96), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kQ4_K, CpuIsa::kAvx512, 8, 512), WeightLayout::kQ4KX4);
   EXPECT_EQ(expert_matrix_layout(DType::kQ4_K, CpuIsa::kAvx512, 6, 512), WeightLayout::kRowMajor);
+  // Q5_K: q5_k_x4 from avx512 up where it fits
+  EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx512, 8, 512), WeightLayout::kQ5KX4);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx512Bf16, 8, 512), WeightLayout::kQ5KX4);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAmx, 8, 512), WeightLayout::kQ5KX4);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx2, 8, 512), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx512, 6, 512), WeightLayout::kRowMajor);
+  EXPECT_FALSE(layout_fits(WeightLayout::kQ5KX4, DType::kQ4_K, 8, 512));
+  EXPECT_FALSE(layout_fits(WeightLayout::kQ5KX4, DType::kQ5_K, 8, 384));
+  EXPECT_TRUE(permutes_activations(WeightLayout::kQ5KX4));
+  EXPECT_FALSE(permutes_activations(WeightLayout::kQ8_0X4));
   // Q8_0: q8_0_x16 at avx512bf16 where it fits, else q8_0_x4; the amx level keeps q8_0_x4 for its tiles
   EXPECT_EQ(expert_matrix_layout(DType::kQ8_0, CpuIsa::kAvx512Bf16, 32, 96), WeightLayout::kQ8_0X16);
   EXPECT_EQ(expert_matrix_layout(DType::kQ8_0, CpuIsa::kAvx512Bf16, 8, 96), WeightLayout::kQ8_0X4);
@@ -139,9 +150,9 @@ TEST(WeightLayout, Q4KX4MetaHoldsEachScaleAndMinWhereTheKernelReadsIt) {
 
 TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
   std::mt19937 rng(5);
-  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kBF16}) {
+  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kBF16, DType::kQ5_K}) {
     SCOPED_TRACE(std::string(name(type)));
-    const WeightLayout l = repacked_layout(type);
+    const WeightLayout l = type == DType::kQ5_K ? WeightLayout::kQ5KX4 : repacked_layout(type);
     const LayoutBlocks lb = layout_blocks(l);
     const int64_t rows = 3 * lb.rows, cols = 768;
     const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
@@ -172,6 +183,35 @@ TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
                           size_t(r % 16) * 4 + size_t(c % 2) * 2;
         ASSERT_EQ(std::memcmp(packed.data() + at, w.data() + size_t(r * cols + c) * 2, 2), 0) << r << "," << c;
       }
+  }
+  // q5_k_x4 by its definition: row r's qs byte 32c + 4s + k at 128 + 64s +
+  // 64(s / 4) + 16r + 4c + k, and bit 2c + h of its qh[4s + k] (value 4s + k
+  // of sub-block 2c + h) at byte 64 + 320(s / 4) + 16r + 4c + k, bit
+  // 2(s % 4) + h
+  {
+    const int64_t rows = 8, cols = 512;
+    std::vector<uint8_t> w = random_rows(DType::kQ5_K, rows, cols, rng), packed = w;
+    repack_rows(WeightLayout::kQ5KX4, DType::kQ5_K, packed.data(), rows, cols);
+    int ones = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        const uint8_t* blk = w.data() + size_t(r * (cols / 256) + b) * sizeof(BlockQ5_K);
+        const uint8_t* g = packed.data() + size_t(r / 4) * 4 * size_t(cols / 256) * 176 + size_t(b) * 704;
+        const int rr = int(r % 4);
+        for (int s = 0; s < 8; ++s)
+          for (int c = 0; c < 4; ++c)
+            for (int k = 0; k < 4; ++k) {
+              ASSERT_EQ(g[128 + 64 * s + 64 * (s / 4) + 16 * rr + 4 * c + k],
+                        blk[offsetof(BlockQ5_K, qs) + 32 * c + 4 * s + k]);
+              for (int h = 0; h < 2; ++h) {
+                const int want = blk[offsetof(BlockQ5_K, qh) + 4 * s + k] >> (2 * c + h) & 1;
+                ones += want;
+                ASSERT_EQ(g[64 + 320 * (s / 4) + 16 * rr + 4 * c + k] >> (2 * (s % 4) + h) & 1, want)
+                    << "row " << r << " block " << b << " s " << s << " c " << c << " k " << k << " h " << h;
+              }
+            }
+      }
+    EXPECT_GT(ones, 0);
   }
   // q4_k_x4's activations: Q8_K blocks permuted, and back
   const int64_t cols = 768;
@@ -220,16 +260,21 @@ void expect_outputs(const std::vector<float>& y, const std::vector<float>& ref, 
 // bit for bit, but for Q8_0 at the amx level, whose tiles (4 or more tokens,
 // rows in 16s) and x4 kernel add each block's exact integer dot with one
 // fma where ggml adds 8 lanes' (row_dot_amx_q8.cpp, row_dot_x86_q8_0_x4.cpp):
-// within 2 * (blocks + 2) * 2^-24 * sum|w*x|. Q8_0 also takes 292 rows (a
+// within 2 * (blocks + 2) * 2^-24 * sum|w*x|; and for q5_k_x4 from avx512
+// up, which adds each super-block's exact sums (scales, mins) with one fma
+// each where ggml adds 8 lanes' and the mins: within 8 * (super-blocks +
+// 2) * 2^-24 * sum|w*x| (the sums and the mins may each be several times
+// the dot they differ by). Q8_0 also takes 292 rows (a
 // chunk of 16 tiles, one more tile and rows left over), 96 and 2336 columns
 // (3 and 73 blocks: one step and a half pair, two steps) and 16, 17 and 20
 // tokens (passes of 16 and 1 or 4).
 TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   std::mt19937 rng(17);
   double worst = 0;
-  for (DType type : {DType::kQ4_K, DType::kQ8_0}) {
-  const bool q8 = type == DType::kQ8_0;
-  const WeightLayout layout = repacked_layout(type);
+  double worst5 = 0;
+  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kQ5_K}) {
+  const bool q8 = type == DType::kQ8_0, q5 = type == DType::kQ5_K;
+  const WeightLayout layout = q5 ? WeightLayout::kQ5KX4 : repacked_layout(type);
   std::vector<int64_t> col_list = {256, 768, 2048}, row_list = {4, 8, 12, 36},
                        token_list = {1, 2, 3, 4, 5, 7, 9};
   if (q8) {
@@ -264,7 +309,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
         generic::find(type)(p);
         for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
           if (!supports(detect_cpu_features(), isa)) continue;
-          const bool exact = !(q8 && isa == CpuIsa::kAmx);
+          const bool exact = !(q8 && isa == CpuIsa::kAmx) && !(q5 && isa >= CpuIsa::kAvx512);
           for (bool gather : {false, true}) {
             SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + " " + std::to_string(rows) +
                          "x" + std::to_string(cols) +
@@ -282,8 +327,9 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
               std::fill(y.begin(), y.end(), -7.0f);
               q.prefetch = pf;
               row_dot_for(isa, type)(q);
+              const double terms = q5 ? 8.0 * double(cols / kQK_K + 2) : 2.0 * double(cols / kQK8_0 + 2);
               ASSERT_NO_FATAL_FAILURE(expect_outputs(y, ref, p.y_row_stride, rows, cols, tokens, r0, r1, gather,
-                                                     exact, 2.0 * double(cols / kQK8_0 + 2), wd, xd, worst));
+                                                     exact, terms, wd, xd, q5 ? worst5 : worst));
             }
           }
         }
@@ -292,6 +338,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   }
   }
   std::printf("  q8_0_x4 at amx: worst |amx - generic| / sum|w*x| = %.2e\n", worst);
+  std::printf("  q5_k_x4 from avx512: worst |x4 - generic| / sum|w*x| = %.2e\n", worst5);
 }
 
 // A token's Q8_0 outputs (q8_0_x4) are the same floats alone and in any
