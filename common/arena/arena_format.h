@@ -29,8 +29,8 @@ inline constexpr uint32_t kFormatVersion = 1;
 // (weight_layout.h); 8: routed FP8 slices of whole scale blocks as fp8_x16,
 // and Q8_0 slices as q8_0_x16 for avx512bf16 (weight_layout.h); 9: BF16
 // slices as bf16_x16z for avx512bf16, each expert's matrix coded alone
-// (bf16_x16 where a tensor's values do not code); 10: Q5_K slices as
-// q5_k_x4 from avx512 up. Arena::open refuses another.
+// (bf16_x16 where a tensor's values do not code); 10: Q5_K and Q6_K
+// slices as q5_k_x4 and q6_k_x4 from avx512 up. Arena::open refuses another.
 inline constexpr uint32_t kLayoutVersion = 10;
 inline constexpr uint64_t kHeaderBytes = 4096;
 

@@ -273,18 +273,25 @@ TEST(MoeLayer, Q8_0X16LayerAgreesWithTheRowmajorLayerAtEveryLevel) {
   std::printf("  q8_0_x16 layer: worst |x16 - rowmajor| / sum|w*h| = %.2e\n", worst);
 }
 
-// Q5_K experts stored as q5_k_x4 (the arena's layout for them from avx512
-// up), down in Q5_K or in Q6_K (rowmajor) as Q5_K_M files keep some: within
+// Q5_K and Q6_K experts stored as q5_k_x4 and q6_k_x4 (the arena's layouts
+// for them from avx512 up): Q5_K with down in Q5_K or Q6_K (as Q5_K_M files
+// keep some), Q4_K (q4_k_x4) with down in Q6_K (Q4_K_M's), and Q6_K: within
 // 1e-5 of each output's sum |w * h| of the rowmajor layer at every level
-// (its kernels add each super-block's exact sums with one fma where ggml
-// adds 8 lanes'; the reference level reads it through rowmajor rows: the
-// same floats), at 1, 3 (one pass of 3 tokens) and 30 tokens.
-TEST(MoeLayer, Q5KX4LayerAgreesWithTheRowmajorLayerAtEveryLevel) {
+// (their kernels add each super-block's exact sums, or each half's, with one
+// fma where ggml adds 8 lanes'; the reference level reads them through
+// rowmajor rows: the same floats), at 1, 3 (one pass of 3 tokens) and 30
+// tokens.
+TEST(MoeLayer, Q5KAndQ6KX4LayersAgreeWithTheRowmajorLayerAtEveryLevel) {
+  const auto stored = [](DType t) {
+    return t == DType::kQ5_K ? WeightLayout::kQ5KX4 : t == DType::kQ6_K ? WeightLayout::kQ6KX4 : repacked_layout(t);
+  };
+  const std::pair<DType, DType> types[] = {
+      {DType::kQ5_K, DType::kQ5_K}, {DType::kQ5_K, DType::kQ6_K}, {DType::kQ4_K, DType::kQ6_K}, {DType::kQ6_K, DType::kQ6_K}};
   double worst = 0;
-  for (DType down : {DType::kQ5_K, DType::kQ6_K}) {
-    const Layer L = make_layer(DType::kQ5_K, down, 512, 768, 4, 110);
+  for (const auto& [gu, down] : types) {
+    const Layer L = make_layer(gu, down, 512, 768, 4, 110);
     Layer X = L;
-    repack_experts(X, WeightLayout::kQ5KX4, down == DType::kQ5_K ? WeightLayout::kQ5KX4 : WeightLayout::kRowMajor);
+    repack_experts(X, stored(gu), stored(down));
     for (int64_t tokens : {1, 3, 30}) {
       const Routing r = make_routing(tokens, 2, 512, 4, uint32_t(111 + tokens));
       std::vector<double> scale;
@@ -292,8 +299,8 @@ TEST(MoeLayer, Q5KX4LayerAgreesWithTheRowmajorLayerAtEveryLevel) {
       for (int level = 0; level < kCpuIsaCount; ++level) {
         const CpuIsa isa = CpuIsa(level);
         if (!supports(detect_cpu_features(), isa)) continue;
-        SCOPED_TRACE(std::string(name(down)) + " down, " + std::string(isa_name(isa)) + ", " +
-                     std::to_string(tokens) + " tokens");
+        SCOPED_TRACE(std::string(name(gu)) + ", down " + std::string(name(down)) + ", " + std::string(isa_name(isa)) +
+                     ", " + std::to_string(tokens) + " tokens");
         const std::vector<float> want = run_layer(L, r, isa, 2), y = run_layer(X, r, isa, 2);
         if (isa < CpuIsa::kAvx512) {
           EXPECT_EQ(y, want);
@@ -307,7 +314,7 @@ TEST(MoeLayer, Q5KX4LayerAgreesWithTheRowmajorLayerAtEveryLevel) {
       }
     }
   }
-  std::printf("  q5_k_x4 layer: worst |x4 - rowmajor| / sum|w*h| = %.2e\n", worst);
+  std::printf("  q5_k_x4 and q6_k_x4 layers: worst |x4 - rowmajor| / sum|w*h| = %.2e\n", worst);
 }
 
 TEST(MoeLayer, LayoutsTheTypesCannotTakeAreRefused) {

@@ -483,8 +483,20 @@ void q5_k_rows(const RowDotParams& p) {
   else
     q5_k_512_rows(p);
 }
+void q6_k_rows(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kQ6KX4)
+    q6_k_x4_rows(p);
+  else
+    q6_k_512_rows(p);
+}
 #else
-// q5_k_x4 is stored for the avx512 levels; here the reference takes it.
+// q5_k_x4 and q6_k_x4 are stored for the avx512 levels; here the reference takes them.
+void q6_k_rows(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kQ6KX4)
+    generic::find(DType::kQ6_K)(p);
+  else
+    drive<Q6KTile>(p);
+}
 void q5_k_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kQ5KX4)
     generic::find(DType::kQ5_K)(p);
@@ -499,10 +511,10 @@ RowDotFn find_quant(DType wtype) {
     case DType::kQ4_K: return q4_k_rows;
 #if defined(__AVX512BW__)
     case DType::kQ5_K: return q5_k_rows;
-    case DType::kQ6_K: return q6_k_512_rows;
+    case DType::kQ6_K: return q6_k_rows;
 #else
     case DType::kQ5_K: return q5_k_rows;
-    case DType::kQ6_K: return drive<Q6KTile>;
+    case DType::kQ6_K: return q6_k_rows;
 #endif
     default: return nullptr;
   }

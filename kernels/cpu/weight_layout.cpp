@@ -92,12 +92,68 @@ void unpack_q5_k_row(const uint8_t* g, int r, uint8_t* block) {
       }
 }
 
+// q6_k_x4 (weight_layout.h): row r's Q6_K block into a group block, and
+// back, through its 256 values' 6 bits (ggml's: value 128h + l + 32j takes
+// its low 4 bits from ql[64h + 32(j % 2) + l] (j < 2: low nibble, else
+// high) and its top 2 from bits 2j..2j+1 of qh[32h + l]).
+void q6_k_bits(const uint8_t* block, uint8_t* q) {
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo = block[64 * h + 32 * (j % 2) + l] >> (4 * (j / 2)) & 0xF;
+        const uint8_t hi = block[offsetof(BlockQ6_K, qh) + 32 * h + l] >> (2 * j) & 3;
+        q[128 * h + 32 * j + l] = uint8_t(lo | hi << 4);
+      }
+}
+void q6_k_from_bits(const uint8_t* q, uint8_t* block) {
+  std::memset(block, 0, offsetof(BlockQ6_K, scales));
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t v = q[128 * h + 32 * j + l];
+        block[64 * h + 32 * (j % 2) + l] |= uint8_t((v & 0xF) << (4 * (j / 2)));
+        block[offsetof(BlockQ6_K, qh) + 32 * h + l] |= uint8_t((v >> 4) << (2 * j));
+      }
+}
+void pack_q6_k_row(const uint8_t* block, int r, uint8_t* g) {
+  uint8_t q[kQK_K];
+  q6_k_bits(block, q);
+  std::memcpy(g + 16 * r, block + offsetof(BlockQ6_K, scales), 16);
+  std::memcpy(g + kQ6KX4D + 2 * size_t(r), block + offsetof(BlockQ6_K, d), 2);
+  for (int s = 0; s < 8; ++s)
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t lo = q[64 * c + 4 * s + k], hi = q[64 * c + 32 + 4 * s + k];
+        const size_t at = 16 * size_t(r) + 4 * size_t(c) + size_t(k);
+        g[q6_k_x4_qs_at(s) + at] = uint8_t((lo & 0xF) | (hi & 0xF) << 4);
+        uint8_t& top = g[q6_k_x4_qh_at(s / 2) + at];
+        const int i = s % 2;
+        if (i == 0) top = 0;
+        top |= uint8_t((lo >> 4) << (4 * i) | (hi >> 4) << (4 * i + 2));
+      }
+}
+void unpack_q6_k_row(const uint8_t* g, int r, uint8_t* block) {
+  uint8_t q[kQK_K];
+  for (int s = 0; s < 8; ++s)
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 4; ++k) {
+        const size_t at = 16 * size_t(r) + 4 * size_t(c) + size_t(k);
+        const uint8_t nib = g[q6_k_x4_qs_at(s) + at], top = g[q6_k_x4_qh_at(s / 2) + at] >> (4 * (s % 2));
+        q[64 * c + 4 * s + k] = uint8_t((nib & 0xF) | (top & 3) << 4);
+        q[64 * c + 32 + 4 * s + k] = uint8_t((nib >> 4) | (top >> 2 & 3) << 4);
+      }
+  q6_k_from_bits(q, block);
+  std::memcpy(block + offsetof(BlockQ6_K, scales), g + 16 * r, 16);
+  std::memcpy(block + offsetof(BlockQ6_K, d), g + kQ6KX4D + 2 * size_t(r), 2);
+}
+
 }  // namespace
 
 LayoutBlocks layout_blocks(WeightLayout l) {
   switch (l) {
     case WeightLayout::kQ4KX4: return {kX4Rows, kQK_K, sizeof(BlockQ4_K), kQ4KX4GroupBlock};
     case WeightLayout::kQ5KX4: return {kX4Rows, kQK_K, sizeof(BlockQ5_K), kQ5KX4GroupBlock};
+    case WeightLayout::kQ6KX4: return {kX4Rows, kQK_K, sizeof(BlockQ6_K), kQ6KX4GroupBlock};
     case WeightLayout::kQ8_0X4: return {kX4Rows, kQK8_0, sizeof(BlockQ8_0), kQ8_0X4GroupBlock};
     case WeightLayout::kBf16X16: return {kX16Rows, 32, 64, kBf16X16GroupBlock};
     case WeightLayout::kFp8X16: return {kFp8X16Rows, size_t(kFp8X16Cols), size_t(kFp8X16Cols), kFp8X16GroupBlock};
@@ -118,13 +174,15 @@ std::string_view layout_name(WeightLayout l) {
     case WeightLayout::kQ8_0X16: return "q8_0_x16";
     case WeightLayout::kBf16X16Z: return "bf16_x16z";
     case WeightLayout::kQ5KX4: return "q5_k_x4";
+    case WeightLayout::kQ6KX4: return "q6_k_x4";
   }
   return "?";
 }
 
 std::optional<WeightLayout> layout_from_name(std::string_view name) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4, WeightLayout::kBf16X16,
-                         WeightLayout::kFp8X16, WeightLayout::kQ8_0X16, WeightLayout::kBf16X16Z, WeightLayout::kQ5KX4})
+                         WeightLayout::kFp8X16, WeightLayout::kQ8_0X16, WeightLayout::kBf16X16Z, WeightLayout::kQ5KX4,
+                         WeightLayout::kQ6KX4})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -163,6 +221,8 @@ WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t 
   // Q5_K as q5_k_x4 from avx512 up (below, the reference would take it).
   if (type == DType::kQ5_K && isa >= CpuIsa::kAvx512 && layout_fits(WeightLayout::kQ5KX4, type, rows, cols))
     return WeightLayout::kQ5KX4;
+  if (type == DType::kQ6_K && isa >= CpuIsa::kAvx512 && layout_fits(WeightLayout::kQ6KX4, type, rows, cols))
+    return WeightLayout::kQ6KX4;
   const WeightLayout l = expert_layout(type, isa);
   return layout_fits(l, type, rows, cols) ? l : WeightLayout::kRowMajor;
 }
@@ -176,8 +236,9 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
     return type == DType::kBF16 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kBf16X16ZCols == 0;
   if (l == WeightLayout::kQ8_0X16)
     return type == DType::kQ8_0 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kQK8_0 == 0;
-  if (l == WeightLayout::kQ5KX4)
-    return type == DType::kQ5_K && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kQK_K == 0;
+  if (l == WeightLayout::kQ5KX4 || l == WeightLayout::kQ6KX4)
+    return type == (l == WeightLayout::kQ5KX4 ? DType::kQ5_K : DType::kQ6_K) && rows > 0 && rows % b.rows == 0 &&
+           cols > 0 && cols % kQK_K == 0;
   // bf16_x16: whole runs of 64 values, so the one-token kernel's vec_dot
   // order has no tail to sum apart.
   const int64_t block = l == WeightLayout::kBf16X16 ? 64 : int64_t(b.block_elems);
@@ -213,6 +274,10 @@ void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* g) {
       pack_q5_k_row(rows[r], r, g);
       continue;
     }
+    if (l == WeightLayout::kQ6KX4) {
+      pack_q6_k_row(rows[r], r, g);
+      continue;
+    }
     pack_q4_k_meta(rows[r], g + 16 * r);
     for (int s = 0; s < 8; ++s)
       for (int c = 0; c < 4; ++c) std::memcpy(g + group_qs(r, s, c), rows[r] + row_qs(s, c), 4);
@@ -246,6 +311,10 @@ void unpack_group_block(WeightLayout l, const uint8_t* g, uint8_t* const* rows) 
     }
     if (l == WeightLayout::kQ5KX4) {
       unpack_q5_k_row(g, r, rows[r]);
+      continue;
+    }
+    if (l == WeightLayout::kQ6KX4) {
+      unpack_q6_k_row(g, r, rows[r]);
       continue;
     }
     unpack_q4_k_meta(g + 16 * r, rows[r]);

@@ -36,6 +36,24 @@
 // (ggml_vec_dot's 8 lanes). expert_matrix_layout stores Q5_K this way from
 // avx512 up (since stop 60).
 //
+// "q6_k_x4" (Q6_K, rows a multiple of 4; the avx512 levels): a group's
+// super-block (840 bytes) holds, in the order a kernel reads them,
+//   sc[64]:   row r's 16 int8 sub-block scales at 16r;
+//   4 parts p of 192 bytes (q6_k_x4_qh_at, q6_k_x4_qs_at): the top two bits
+//             of steps 2p and 2p + 1, then those steps' qs lines. Step s's
+//             qs line holds at byte 16r + 4c + k row r's low 4 bits of value
+//             64c + 4s + k (low nibble) and of 64c + 32 + 4s + k (high), as
+//             q4_k_x4's (and its activations, permuted alike); the part's
+//             top-bits line holds at byte 16r + 4c + k, bits 4i..4i+1 and
+//             4i+2..4i+3, the top bits of those two values at step 2p + i;
+//   d[8]:     the 4 rows' fp16 d.
+// The kernels put each value's 6 bits together with a GFNI bit matrix (or a
+// shift and a mask) and one vpternlogd, take the -32 off each 16-value
+// sub-block's sums through Q8_K's bsums, and add each half super-block's
+// exact sum with one fma: floats of their own, within Q6_K's bound of the
+// rowmajor rows (ggml_vec_dot's 8 lanes). expert_matrix_layout stores Q6_K
+// this way from avx512 up (since stop 60).
+//
 // "q8_0_x4" (Q8_0, rows a multiple of 4): a group's block b (136 bytes) is
 //   d[4]:    the 4 rows' fp16 scales;
 //   qs[128]: row r's 32 values at 8 + 32r, each as the unsigned byte
@@ -95,7 +113,7 @@
 // times the values per GB/s read; docs/cpu-kernels.md); the amx level's
 // tiles read bf16_x16.
 //
-// Same values, same products: the x4 layouts (but q5_k_x4) and one-token
+// Same values, same products: the x4 layouts (but q5_k_x4, q6_k_x4) and one-token
 // bf16_x16 give the rowmajor results bit for bit.
 #pragma once
 
@@ -109,7 +127,7 @@
 
 namespace tandem::kernels {
 
-enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16, kQ8_0X16, kBf16X16Z, kQ5KX4 };
+enum class WeightLayout : uint8_t { kRowMajor, kQ4KX4, kQ8_0X4, kBf16X16, kFp8X16, kQ8_0X16, kBf16X16Z, kQ5KX4, kQ6KX4 };
 
 std::string_view layout_name(WeightLayout l);
 std::optional<WeightLayout> layout_from_name(std::string_view name);
@@ -127,7 +145,7 @@ WeightLayout expert_layout(DType type, CpuIsa isa);
 // The layout to store one routed-expert matrix of `type` (rows x cols, a
 // worker's slice) in for kernels of level `isa`: at avx512bf16 fp8_x16 for
 // FP8 and q8_0_x16 for Q8_0 where they fit, otherwise expert_layout's where
-// it fits (and q5_k_x4 for Q5_K from avx512 up), else rowmajor.
+// it fits (and q5_k_x4, q6_k_x4 for Q5_K, Q6_K from avx512 up), else rowmajor.
 WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols);
 
 // Whether `l` can hold a rows x cols matrix of `type` (rowmajor: always).
@@ -155,6 +173,11 @@ inline constexpr size_t kQ5KX4GroupBlock = 4 * 176;
 // Where a q5_k_x4 group block keeps step s's qs line and part p's fifth bits.
 constexpr size_t q5_k_x4_qh_at(int p) { return 64 + 320 * size_t(p); }
 constexpr size_t q5_k_x4_qs_at(int s) { return q5_k_x4_qh_at(s / 4) + 64 + 64 * size_t(s % 4); }
+inline constexpr size_t kQ6KX4GroupBlock = 4 * 210;
+// Where a q6_k_x4 group block keeps part p's top bits, step s's qs line and the rows' d.
+constexpr size_t q6_k_x4_qh_at(int p) { return 64 + 192 * size_t(p); }
+constexpr size_t q6_k_x4_qs_at(int s) { return q6_k_x4_qh_at(s / 2) + 64 + 64 * size_t(s % 2); }
+inline constexpr size_t kQ6KX4D = 832;
 inline constexpr size_t kQ8_0X4GroupBlock = 4 * 34;
 inline constexpr int kX16Rows = 16;  // rows per group of bf16_x16 and q8_0_x16
 inline constexpr size_t kQ8_0X16GroupBlock = 16 * 34;
@@ -222,8 +245,10 @@ void unpack_group(WeightLayout l, const uint8_t* matrix, int64_t matrix_rows, in
 void pack_group_block(WeightLayout l, const uint8_t* const* rows, uint8_t* group_block);
 void unpack_group_block(WeightLayout l, const uint8_t* group_block, uint8_t* const* rows);
 // The Q8_K blocks of one activation row (cols values), permuted in place for
-// q4_k_x4 and q5_k_x4, and back.
-inline bool permutes_activations(WeightLayout l) { return l == WeightLayout::kQ4KX4 || l == WeightLayout::kQ5KX4; }
+// q4_k_x4, q5_k_x4 and q6_k_x4, and back.
+inline bool permutes_activations(WeightLayout l) {
+  return l == WeightLayout::kQ4KX4 || l == WeightLayout::kQ5KX4 || l == WeightLayout::kQ6KX4;
+}
 void q4_k_x4_permute_activations(uint8_t* q8_k, int64_t cols);
 void q4_k_x4_unpermute_activations(uint8_t* q8_k, int64_t cols);
 

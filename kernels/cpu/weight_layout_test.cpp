@@ -1,9 +1,9 @@
-// The repacked layouts (weight_layout.h), q4_k_x4, q5_k_x4, q8_0_x4 and
-// bf16_x16: byte permutations that pack and unpack exactly, and row dots
-// over them that equal the rowmajor generic ones bit for bit at every level
-// (the same exact integer sums and the same fmas; bf16_x16's several-token
-// outer product and q5_k_x4's one sum per super-block within stated
-// bounds), on ragged row ranges, token counts and gathered activations
+// The repacked layouts (weight_layout.h), q4_k_x4, q5_k_x4, q6_k_x4,
+// q8_0_x4 and bf16_x16: byte permutations that pack and unpack exactly, and
+// row dots over them that equal the rowmajor generic ones bit for bit at
+// every level (the same exact integer sums and the same fmas; bf16_x16's
+// several-token outer product and q5_k_x4's and q6_k_x4's sums per
+// super-block within stated bounds), on ragged row ranges, token counts and gathered activations
 // (fp8_x16: fp8_x16_test.cpp).
 #include "kernels/cpu/weight_layout.h"
 
@@ -48,7 +48,7 @@ using testing::rowmajor_params;
 TEST(WeightLayout, NamesAndFits) {
   for (WeightLayout l : {WeightLayout::kRowMajor, WeightLayout::kQ4KX4, WeightLayout::kQ8_0X4,
                          WeightLayout::kBf16X16, WeightLayout::kFp8X16, WeightLayout::kQ8_0X16,
-                         WeightLayout::kBf16X16Z, WeightLayout::kQ5KX4})
+                         WeightLayout::kBf16X16Z, WeightLayout::kQ5KX4, WeightLayout::kQ6KX4})
     EXPECT_EQ(layout_from_name(layout_name(l)), l);
   EXPECT_FALSE(layout_from_name("fp8_s16"));  // stops 35-48's FP8 layout, gone with layout version 8
   // FP8: fp8_x16 at avx512bf16 only (weight_layout.h) where it fits, else rowmajor
@@ -79,6 +79,12 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_FALSE(layout_fits(WeightLayout::kQ5KX4, DType::kQ4_K, 8, 512));
   EXPECT_FALSE(layout_fits(WeightLayout::kQ5KX4, DType::kQ5_K, 8, 384));
   EXPECT_TRUE(permutes_activations(WeightLayout::kQ5KX4));
+  EXPECT_TRUE(permutes_activations(WeightLayout::kQ6KX4));
+  // Q6_K: q6_k_x4 from avx512 up where it fits
+  EXPECT_EQ(expert_matrix_layout(DType::kQ6_K, CpuIsa::kAvx512Bf16, 8, 512), WeightLayout::kQ6KX4);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ6_K, CpuIsa::kAvx2, 8, 512), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ6_K, CpuIsa::kAvx512, 10, 512), WeightLayout::kRowMajor);
+  EXPECT_FALSE(layout_fits(WeightLayout::kQ6KX4, DType::kQ5_K, 8, 512));
   EXPECT_FALSE(permutes_activations(WeightLayout::kQ8_0X4));
   // Q8_0: q8_0_x16 at avx512bf16 where it fits, else q8_0_x4; the amx level keeps q8_0_x4 for its tiles
   EXPECT_EQ(expert_matrix_layout(DType::kQ8_0, CpuIsa::kAvx512Bf16, 32, 96), WeightLayout::kQ8_0X16);
@@ -150,9 +156,11 @@ TEST(WeightLayout, Q4KX4MetaHoldsEachScaleAndMinWhereTheKernelReadsIt) {
 
 TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
   std::mt19937 rng(5);
-  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kBF16, DType::kQ5_K}) {
+  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kBF16, DType::kQ5_K, DType::kQ6_K}) {
     SCOPED_TRACE(std::string(name(type)));
-    const WeightLayout l = type == DType::kQ5_K ? WeightLayout::kQ5KX4 : repacked_layout(type);
+    const WeightLayout l = type == DType::kQ5_K   ? WeightLayout::kQ5KX4
+                           : type == DType::kQ6_K ? WeightLayout::kQ6KX4
+                                                  : repacked_layout(type);
     const LayoutBlocks lb = layout_blocks(l);
     const int64_t rows = 3 * lb.rows, cols = 768;
     const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
@@ -213,6 +221,34 @@ TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
       }
     EXPECT_GT(ones, 0);
   }
+  // q6_k_x4 by its definition, against the values dequantised: row r's
+  // value 64c + 4s + k (low nibble) and 64c + 32 + 4s + k (high) at step s's
+  // qs byte 16r + 4c + k, their top bits at bits 4(s % 2) and 4(s % 2) + 2
+  // of that byte of part s / 2's top-bits line; scales at 16r, d at 832 + 2r
+  {
+    const int64_t rows = 4, cols = 256;
+    std::vector<uint8_t> w = random_rows(DType::kQ6_K, rows, cols, rng), packed = w;
+    repack_rows(WeightLayout::kQ6KX4, DType::kQ6_K, packed.data(), rows, cols);
+    std::vector<float> wd(size_t(rows * cols));
+    dequantize_generic(DType::kQ6_K, w.data(), wd.data(), wd.size());
+    for (int r = 0; r < rows; ++r) {
+      const uint8_t* blk = w.data() + size_t(r) * sizeof(BlockQ6_K);
+      const float d = fp16_to_f32(load_unaligned<uint16_t>(blk + offsetof(BlockQ6_K, d)));
+      ASSERT_EQ(std::memcmp(packed.data() + 832 + 2 * r, blk + offsetof(BlockQ6_K, d), 2), 0);
+      ASSERT_EQ(std::memcmp(packed.data() + 16 * r, blk + offsetof(BlockQ6_K, scales), 16), 0);
+      for (int s = 0; s < 8; ++s)
+        for (int c = 0; c < 4; ++c)
+          for (int k = 0; k < 4; ++k)
+            for (int h = 0; h < 2; ++h) {
+              const int v = 64 * c + 32 * h + 4 * s + k;
+              const uint8_t nib = packed[64 + 192 * (s / 2) + 64 + 64 * (s % 2) + 16 * r + 4 * c + k] >> (4 * h) & 0xF;
+              const uint8_t top = packed[64 + 192 * (s / 2) + 16 * r + 4 * c + k] >> (4 * (s % 2) + 2 * h) & 3;
+              const auto sc = int8_t(packed[16 * r + v / 16]);
+              ASSERT_EQ(d * float(sc) * float(int(nib | top << 4) - 32), wd[size_t(r * cols + v)])
+                  << "row " << r << " value " << v;
+            }
+    }
+  }
   // q4_k_x4's activations: Q8_K blocks permuted, and back
   const int64_t cols = 768;
   const std::vector<float> x = random_x(cols, rng);
@@ -260,11 +296,11 @@ void expect_outputs(const std::vector<float>& y, const std::vector<float>& ref, 
 // bit for bit, but for Q8_0 at the amx level, whose tiles (4 or more tokens,
 // rows in 16s) and x4 kernel add each block's exact integer dot with one
 // fma where ggml adds 8 lanes' (row_dot_amx_q8.cpp, row_dot_x86_q8_0_x4.cpp):
-// within 2 * (blocks + 2) * 2^-24 * sum|w*x|; and for q5_k_x4 from avx512
-// up, which adds each super-block's exact sums (scales, mins) with one fma
-// each where ggml adds 8 lanes' and the mins: within 8 * (super-blocks +
-// 2) * 2^-24 * sum|w*x| (the sums and the mins may each be several times
-// the dot they differ by). Q8_0 also takes 292 rows (a
+// within 2 * (blocks + 2) * 2^-24 * sum|w*x|; and for q5_k_x4 and q6_k_x4
+// from avx512 up, which add each super-block's (q6_k_x4: half super-block's)
+// exact sums with one fma where ggml adds 8 lanes': within 8 * (super-blocks
+// + 2) * 2^-24 * sum|w*x| (q5_k_x4's sums and mins may each be several
+// times the dot they differ by). Q8_0 also takes 292 rows (a
 // chunk of 16 tiles, one more tile and rows left over), 96 and 2336 columns
 // (3 and 73 blocks: one step and a half pair, two steps) and 16, 17 and 20
 // tokens (passes of 16 and 1 or 4).
@@ -272,9 +308,12 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   std::mt19937 rng(17);
   double worst = 0;
   double worst5 = 0;
-  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kQ5_K}) {
-  const bool q8 = type == DType::kQ8_0, q5 = type == DType::kQ5_K;
-  const WeightLayout layout = q5 ? WeightLayout::kQ5KX4 : repacked_layout(type);
+  double worst6 = 0;
+  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kQ5_K, DType::kQ6_K}) {
+  const bool q8 = type == DType::kQ8_0, q6 = type == DType::kQ6_K, q5 = type == DType::kQ5_K || q6;
+  const WeightLayout layout = type == DType::kQ5_K ? WeightLayout::kQ5KX4
+                              : q6                 ? WeightLayout::kQ6KX4
+                                                   : repacked_layout(type);
   std::vector<int64_t> col_list = {256, 768, 2048}, row_list = {4, 8, 12, 36},
                        token_list = {1, 2, 3, 4, 5, 7, 9};
   if (q8) {
@@ -329,7 +368,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
               row_dot_for(isa, type)(q);
               const double terms = q5 ? 8.0 * double(cols / kQK_K + 2) : 2.0 * double(cols / kQK8_0 + 2);
               ASSERT_NO_FATAL_FAILURE(expect_outputs(y, ref, p.y_row_stride, rows, cols, tokens, r0, r1, gather,
-                                                     exact, terms, wd, xd, q5 ? worst5 : worst));
+                                                     exact, terms, wd, xd, q6 ? worst6 : q5 ? worst5 : worst));
             }
           }
         }
@@ -339,6 +378,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   }
   std::printf("  q8_0_x4 at amx: worst |amx - generic| / sum|w*x| = %.2e\n", worst);
   std::printf("  q5_k_x4 from avx512: worst |x4 - generic| / sum|w*x| = %.2e\n", worst5);
+  std::printf("  q6_k_x4 from avx512: worst |x4 - generic| / sum|w*x| = %.2e\n", worst6);
 }
 
 // A token's Q8_0 outputs (q8_0_x4) are the same floats alone and in any
