@@ -24,6 +24,47 @@ inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
   return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
 }
 #endif
+
+inline __m512i broadcast16(const uint8_t* p) {
+  return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Steps kFrom..kTo-1 of the k-quant x4 tiles (q4_k_x4, q5_k_x4, q6_k_x4:
+// weight_layout.h) against the Q8_K blocks at aoff of T tokens' permuted
+// activations: each token's 32 bytes of a step broadcast to every 128-bit
+// lane, each group's step decoded by decode(g, s, lo, hi) (the low and high
+// nibbles' values as unsigned bytes, one 128-bit lane per row) and dotted
+// into D[g][t][0] and [1], step s into chain s % kS; D starts at zero.
+template <int kFrom, int kTo, int G, int T, int kS, class Decode>
+__attribute__((always_inline)) inline void k_quant_x4_steps(const uint8_t* const (&act)[T], size_t aoff,
+                                                             __m512i (&D)[G][T][2][kS], Decode&& decode) {
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 2
+      for (int i = 0; i < kS; ++i) D[g][t][0][i] = D[g][t][1][i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+  for (int s = kFrom; s < kTo; ++s) {
+    __m512i x0[T], x1[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* q = act[t] + aoff + offsetof(BlockQ8_K, qs) + 32 * s;
+      x0[t] = broadcast16(q);
+      x1[t] = broadcast16(q + 16);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      __m512i lo, hi;
+      decode(g, s, lo, hi);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        D[g][t][0][s % kS] = dot4(D[g][t][0][s % kS], lo, x0[t]);
+        D[g][t][1][s % kS] = dot4(D[g][t][1][s % kS], hi, x1[t]);
+      }
+    }
+  }
+}
 #endif
 
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g
@@ -56,6 +97,18 @@ inline __m512i dot4(__m512i acc, __m512i u, __m512i s) {
 // and 0.888 -> 0.915 (one thread: 0.887 -> 0.924, 0.895 -> 0.948, 0.865 ->
 // 0.872, 0.910 -> 0.914).
 constexpr size_t kOneTokenAhead = 4096;
+
+// What the x4 driver asks of the k-quant x4 tiles (q4_k_x4, q5_k_x4,
+// q6_k_x4): two far-apart streams for one or two tokens, 2 groups x 3
+// tokens for more, super-blocks of 256 values, and the prefetch distance
+// for passes of n tokens (one token: kOneTokenAhead; two and eight tokens
+// lost 6-11% at 1 KiB and keep 2).
+struct KQuantX4Driving {
+  static constexpr bool kTwoStreams = true;
+  static constexpr int kPairTokens = 3;
+  static constexpr int64_t kBlockElems = kQK_K;
+  static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
+};
 
 // Where a group's prefetches go: `ahead` bytes on in its stream and, past
 // the stream's end, on into the caller's next rows for that stream
