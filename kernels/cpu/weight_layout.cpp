@@ -189,6 +189,8 @@ std::optional<WeightLayout> layout_from_name(std::string_view name) {
 
 WeightLayout repacked_layout(DType type) {
   if (type == DType::kQ4_K) return WeightLayout::kQ4KX4;
+  if (type == DType::kQ5_K) return WeightLayout::kQ5KX4;
+  if (type == DType::kQ6_K) return WeightLayout::kQ6KX4;
   if (type == DType::kQ8_0) return WeightLayout::kQ8_0X4;
   if (type == DType::kBF16) return WeightLayout::kBf16X16;
   return WeightLayout::kRowMajor;
@@ -218,11 +220,6 @@ WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t 
   // tiles read bf16_x16.
   if (type == DType::kBF16 && isa == CpuIsa::kAvx512Bf16 && layout_fits(WeightLayout::kBf16X16Z, type, rows, cols))
     return WeightLayout::kBf16X16Z;
-  // Q5_K as q5_k_x4 from avx512 up (below, the reference would take it).
-  if (type == DType::kQ5_K && isa >= CpuIsa::kAvx512 && layout_fits(WeightLayout::kQ5KX4, type, rows, cols))
-    return WeightLayout::kQ5KX4;
-  if (type == DType::kQ6_K && isa >= CpuIsa::kAvx512 && layout_fits(WeightLayout::kQ6KX4, type, rows, cols))
-    return WeightLayout::kQ6KX4;
   const WeightLayout l = expert_layout(type, isa);
   return layout_fits(l, type, rows, cols) ? l : WeightLayout::kRowMajor;
 }
@@ -236,9 +233,6 @@ bool layout_fits(WeightLayout l, DType type, int64_t rows, int64_t cols) {
     return type == DType::kBF16 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kBf16X16ZCols == 0;
   if (l == WeightLayout::kQ8_0X16)
     return type == DType::kQ8_0 && rows > 0 && rows % b.rows == 0 && cols > 0 && cols % kQK8_0 == 0;
-  if (l == WeightLayout::kQ5KX4 || l == WeightLayout::kQ6KX4)
-    return type == (l == WeightLayout::kQ5KX4 ? DType::kQ5_K : DType::kQ6_K) && rows > 0 && rows % b.rows == 0 &&
-           cols > 0 && cols % kQK_K == 0;
   // bf16_x16: whole runs of 64 values, so the one-token kernel's vec_dot
   // order has no tail to sum apart.
   const int64_t block = l == WeightLayout::kBf16X16 ? 64 : int64_t(b.block_elems);

@@ -137,7 +137,8 @@ WeightLayout repacked_layout(DType type);
 // The layout to store routed experts of `type` in for kernels of level
 // `isa`: the repacked one where that level has kernels for it (x4 from
 // avx512 up, where they read about twice as fast as rowmajor, and q4_k_x4
-// from avx2 up; bf16_x16 with avx512bf16, where a prefill runs about 1.7
+// from avx2 up; q5_k_x4 and q6_k_x4 only from avx512 up, whose tiles read
+// them 2x as fast hot; bf16_x16 with avx512bf16, where a prefill runs about 1.7
 // times as fast), else rowmajor (lower levels would read them through the
 // generic kernel).
 WeightLayout expert_layout(DType type, CpuIsa isa);
@@ -145,7 +146,7 @@ WeightLayout expert_layout(DType type, CpuIsa isa);
 // The layout to store one routed-expert matrix of `type` (rows x cols, a
 // worker's slice) in for kernels of level `isa`: at avx512bf16 fp8_x16 for
 // FP8 and q8_0_x16 for Q8_0 where they fit, otherwise expert_layout's where
-// it fits (and q5_k_x4, q6_k_x4 for Q5_K, Q6_K from avx512 up), else rowmajor.
+// it fits, else rowmajor.
 WeightLayout expert_matrix_layout(DType type, CpuIsa isa, int64_t rows, int64_t cols);
 
 // Whether `l` can hold a rows x cols matrix of `type` (rowmajor: always).

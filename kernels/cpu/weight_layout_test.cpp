@@ -114,7 +114,10 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_EQ(expert_layout(DType::kQ8_0, CpuIsa::kAvx512), WeightLayout::kQ8_0X4);
   EXPECT_EQ(expert_layout(DType::kBF16, CpuIsa::kAvx512), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_layout(DType::kBF16, CpuIsa::kAvx512Bf16), WeightLayout::kBf16X16);
-  EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kAvx512Bf16), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kAvx512Bf16), WeightLayout::kQ6KX4);
+  EXPECT_EQ(expert_layout(DType::kQ5_K, CpuIsa::kAvx512), WeightLayout::kQ5KX4);
+  EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kAvx2), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kGeneric), WeightLayout::kRowMajor);
   std::vector<uint8_t> w(6 * 144);
   EXPECT_THROW(repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, w.data(), 6, 256), Error);
 }
@@ -158,9 +161,7 @@ TEST(WeightLayout, RepackedLayoutsPackAndUnpackExactly) {
   std::mt19937 rng(5);
   for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kBF16, DType::kQ5_K, DType::kQ6_K}) {
     SCOPED_TRACE(std::string(name(type)));
-    const WeightLayout l = type == DType::kQ5_K   ? WeightLayout::kQ5KX4
-                           : type == DType::kQ6_K ? WeightLayout::kQ6KX4
-                                                  : repacked_layout(type);
+    const WeightLayout l = repacked_layout(type);
     const LayoutBlocks lb = layout_blocks(l);
     const int64_t rows = 3 * lb.rows, cols = 768;
     const std::vector<uint8_t> w = random_rows(type, rows, cols, rng);
@@ -311,9 +312,7 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   double worst6 = 0;
   for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kQ5_K, DType::kQ6_K}) {
   const bool q8 = type == DType::kQ8_0, q6 = type == DType::kQ6_K, q5 = type == DType::kQ5_K || q6;
-  const WeightLayout layout = type == DType::kQ5_K ? WeightLayout::kQ5KX4
-                              : q6                 ? WeightLayout::kQ6KX4
-                                                   : repacked_layout(type);
+  const WeightLayout layout = repacked_layout(type);
   std::vector<int64_t> col_list = {256, 768, 2048}, row_list = {4, 8, 12, 36},
                        token_list = {1, 2, 3, 4, 5, 7, 9};
   if (q8) {
