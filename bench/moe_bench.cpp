@@ -27,7 +27,7 @@
 // until the thread runs: a third of a Qwen3 layer's batch-1 time).
 // TANDEM_CPU_ISA=avx2|avx512|generic forces a lower kernel level. Q4_K,
 // Q8_0 and BF16 are stored as the loader stores them on this machine
-// (q4_k_x4, q5_k_x4, q6_k_x4 and q8_0_x4 from avx512 up, "/x4" in the table; fp8_x16 and
+// (q8_0_x4 from avx512 up, q4_k_x4, q5_k_x4 and q6_k_x4 from avx2 up, "/x4" in the table; fp8_x16 and
 // q8_0_x16 with avx512bf16, "/x16"; bf16_x16z with avx512bf16, "/x16z");
 // --types takes any weight type, and a layer's gate/up and down types as
 // q4_k+q6_k (a Q4_K_M layer whose ffn_down is Q6_K; outside the bars).

@@ -30,8 +30,10 @@ inline constexpr uint32_t kFormatVersion = 1;
 // and Q8_0 slices as q8_0_x16 for avx512bf16 (weight_layout.h); 9: BF16
 // slices as bf16_x16z for avx512bf16, each expert's matrix coded alone
 // (bf16_x16 where a tensor's values do not code); 10: Q5_K and Q6_K
-// slices as q5_k_x4 and q6_k_x4 from avx512 up. Arena::open refuses another.
-inline constexpr uint32_t kLayoutVersion = 10;
+// slices as q5_k_x4 and q6_k_x4 from avx512 up; 11: those from avx2 up (the
+// same bytes a layout name holds; an avx2 arena of version 10 keeps Q5_K and
+// Q6_K rows). Arena::open refuses another.
+inline constexpr uint32_t kLayoutVersion = 11;
 inline constexpr uint64_t kHeaderBytes = 4096;
 
 enum class ArenaState : uint32_t { kBuilding = 1, kReady = 2 };

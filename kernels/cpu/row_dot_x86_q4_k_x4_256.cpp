@@ -1,6 +1,7 @@
-// The q4_k_x4 layout (weight_layout.h) at the 256-bit level (avx2), through
-// the x4 driver (row_dot_x86_x4.h): llama.cpp's GEMV order, bit for bit, as
-// the 512-bit kernel (row_dot_x86_x4.cpp) and the rowmajor tiles.
+// The q4_k_x4 and q5_k_x4 layouts (weight_layout.h) at the 256-bit level
+// (avx2), through the x4 driver (row_dot_x86_x4.h): Q4_K in llama.cpp's GEMV
+// order, bit for bit, as the 512-bit kernel (row_dot_x86_x4.cpp) and the
+// rowmajor tiles; Q5_K with the 512-bit kernel's sums, the same floats.
 //
 // One 32-byte load at step s holds two rows' 4 bytes of each 64-value chunk
 // (one 128-bit lane per row). vpmaddubsw of their low and high nibbles
@@ -17,6 +18,13 @@
 // and nibble masks: one thread, 64 x 7168 from L2, 2 tokens 13.3-13.5 ->
 // 17.3-17.7 GB/s (best of 8, alternated); 1 token and 4 (8.3: their sums
 // and accumulators fill the 16 registers) unchanged.
+//
+// q5_k_x4 takes the same steps with each step's fifth bits put in at bit 4
+// (a shift, a mask and an or: no GFNI at this level); its values reach 31,
+// so the int16 sums go 4 steps at a time, each half scaled apart. The
+// integer sums are the 512-bit tile's exact ones: the same floats. One
+// thread hot (64 x 2048) read 22-31 GB/s of it at one token where Q5_K's
+// rowmajor avx2 tile read 10 (docs/cpu-kernels.md, "Stop 61").
 #include "kernels/cpu/row_dot_x86_x4.h"
 
 namespace tandem::kernels::TANDEM_ROW_DOT_NS {
@@ -75,15 +83,13 @@ inline __m256 meta_d_dmin(__m256i m01, __m256i m23) {
   return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(dd, 0x08)));
 }
 
-inline __m256i broadcast16(const uint8_t* p) {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-struct Q4KX4Avx2 {
+// kFive: Q5_K in q5_k_x4 (weight_layout.h), else Q4_K in q4_k_x4.
+template <bool kFive>
+struct QKX4Avx2 {
   // One group at a time for every token count: with two side by side
   // (x4_rows's two streams for one or two tokens) their sums spill from the
   // 16 registers. One thread on a Zen 3, alternated: 19.2-19.5 -> 21.3-22.4
-  // GB/s from L2, 12.2-12.6 -> 13.3-15.7 from DRAM.
+  // GB/s from L2, 12.2-12.6 -> 13.3-15.7 from DRAM (Q4_K).
   static constexpr bool kTwoStreams = false;
   static constexpr int64_t kBlockElems = kQK_K;
   static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
@@ -92,25 +98,46 @@ struct Q4KX4Avx2 {
                    size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
 };
 
-// N tokens' (1 or 2) int16 pair sums of one group's super-block at blk:
-// lo/hi[u][h] for token u, rows 2h, 2h + 1. The tokens share each step's
-// weight loads and nibble masks (3 of a step's 7 instructions for one).
-template <int N>
-inline void q4_k_x4_pairs(const uint8_t* blk, const uint8_t* const (&x)[N], const uint8_t* pf, bool prefetch,
-                          __m256i (&lo)[N][2], __m256i (&hi)[N][2]) {
+// Q5_K's fifth bits of step s (bit 2(s % 4) + h of each byte of its part's
+// line, weight_layout.h) at bit 4, every other bit 0: per word, a bit of a
+// byte moved to bit 4 stays within its byte.
+inline __m256i fifth_bits(__m256i qh, int bit) {
+  const __m256i moved = bit < 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4);
+  return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
+}
+
+// N tokens' (1 or 2) int16 pair sums over steps kFrom..kTo-1 of one group's
+// super-block at blk: lo/hi[u][h] for token u, rows 2h, 2h + 1. The tokens
+// share each step's weight loads and unpacking (3 of a step's 7
+// instructions for one Q4_K token). Q4_K's 8 steps add up in int16 (at most
+// 16 products of 15 * 128: 30720 < 2^15); Q5_K's values reach 31, so a
+// call takes 4 steps (31744).
+template <bool kFive, int kFrom, int kTo, int N>
+inline void qk_x4_pairs(const uint8_t* blk, const uint8_t* const (&x)[N], const uint8_t* pf, bool prefetch,
+                        __m256i (&lo)[N][2], __m256i (&hi)[N][2]) {
+  static_assert(!kFive || kTo - kFrom <= 4);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 2
   for (int u = 0; u < N; ++u) lo[u][0] = lo[u][1] = hi[u][0] = hi[u][1] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-  for (int s = 0; s < 8; ++s) {
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 + 64 * s), _MM_HINT_T0);
+  for (int s = kFrom; s < kTo; ++s) {
+    const size_t at = kFive ? q5_k_x4_qs_at(s) : 64 + 64 * size_t(s);
+    if (prefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf + at), _MM_HINT_T0);
+      if (kFive && s % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(pf + q5_k_x4_qh_at(s / 4)), _MM_HINT_T0);
+    }
     __m256i x_lo[N], x_hi[N];
 #pragma GCC unroll 2
     for (int u = 0; u < N; ++u) x_lo[u] = broadcast16(x[u] + 32 * s), x_hi[u] = broadcast16(x[u] + 32 * s + 16);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m256i w = load256(blk + 64 + 64 * s + 32 * h);
-      const __m256i w_lo = _mm256_and_si256(w, low4), w_hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+      const __m256i w = load256(blk + at + 32 * h);
+      __m256i w_lo = _mm256_and_si256(w, low4), w_hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+      if constexpr (kFive) {
+        const __m256i qh = load256(blk + q5_k_x4_qh_at(s / 4) + 32 * h);
+        w_lo = _mm256_or_si256(w_lo, fifth_bits(qh, 2 * (s % 4)));
+        w_hi = _mm256_or_si256(w_hi, fifth_bits(qh, 2 * (s % 4) + 1));
+      }
 #pragma GCC unroll 2
       for (int u = 0; u < N; ++u) {
         lo[u][h] = _mm256_add_epi16(lo[u][h], _mm256_maddubs_epi16(w_lo, x_lo[u]));
@@ -120,10 +147,42 @@ inline void q4_k_x4_pairs(const uint8_t* blk, const uint8_t* const (&x)[N], cons
   }
 }
 
+// N tokens' exact int32 sums of one group's super-block at blk, per
+// (row, chunk) lane times the sub-blocks' scales: isum[u][h] for rows 2h,
+// 2h + 1 (Q5_K: two calls of 4 steps, each scaled).
+template <bool kFive, int N>
+inline void qk_x4_sums(const uint8_t* blk, const uint8_t* const (&x)[N], const uint8_t* pf, bool prefetch,
+                       __m256i m01, __m256i m23, __m256i (&isum)[N][2]) {
+  __m256i lo[N][2], hi[N][2];
+  const auto add = [&](bool first) __attribute__((always_inline)) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i mh = h ? m23 : m01;
+      const __m256i even = meta_field(mh, kEvenScales), odd = meta_field(mh, kOddScales);
+#pragma GCC unroll 2
+      for (int u = 0; u < N; ++u) {
+        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(lo[u][h], even), _mm256_madd_epi16(hi[u][h], odd));
+        isum[u][h] = first ? s : _mm256_add_epi32(isum[u][h], s);
+      }
+    }
+  };
+  if constexpr (kFive) {
+    qk_x4_pairs<true, 0, 4, N>(blk, x, pf, prefetch, lo, hi);
+    add(true);
+    qk_x4_pairs<true, 4, 8, N>(blk, x, pf, prefetch, lo, hi);
+    add(false);
+  } else {
+    qk_x4_pairs<false, 0, 8, N>(blk, x, pf, prefetch, lo, hi);
+    add(true);
+  }
+}
+
+template <bool kFive>
 template <int G, int T>
-void Q4KX4Avx2::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                     size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+void QKX4Avx2<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
+                           size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
   constexpr size_t kAhead = ahead(T);
+  constexpr size_t kGroupBlock = kFive ? kQ5KX4GroupBlock : kQ4KX4GroupBlock;
   // Per group and token, lanes as `sums` below.
   __m256 acc[G][T];
 #pragma GCC unroll 4
@@ -131,49 +190,55 @@ void Q4KX4Avx2::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)
 #pragma GCC unroll 4
     for (auto& v : row) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const size_t woff = size_t(b) * kQ4KX4GroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
+    const size_t woff = size_t(b) * kGroupBlock, aoff = size_t(b) * sizeof(BlockQ8_K);
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const uint8_t* blk = grp[g] + woff;
       const uint8_t* pf = ah.at(blk + kAhead, g);
-      _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+      if (ah.ask) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
       // rows 0, 1 and rows 2, 3: their meta, scales (int16 pairs per chunk) and mins
       const __m256i m01 = load256(blk), m23 = load256(blk + 32);
       // One token's sums into acc[g][t].
-      auto finish = [&](int t, const __m256i (&lo)[2], const __m256i (&hi)[2]) {
+      auto finish = [&](int t, const __m256i (&isum)[2]) {
         const __m256i bs = load256(act[t] + aoff + offsetof(BlockQ8_K, bsums));
         const __m256i pairs =
             _mm256_broadcastsi128_si256(_mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-        __m256i isum[2], imin[2];
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m256i mh = h ? m23 : m01;
-          isum[h] = _mm256_add_epi32(_mm256_madd_epi16(lo[h], meta_field(mh, kEvenScales)),
-                                     _mm256_madd_epi16(hi[h], meta_field(mh, kOddScales)));
-          imin[h] = _mm256_madd_epi16(meta_field(mh, kMins), pairs);
-        }
+        const __m256i imin0 = _mm256_madd_epi16(meta_field(m01, kMins), pairs);
+        const __m256i imin1 = _mm256_madd_epi16(meta_field(m23, kMins), pairs);
         // [sum r0, sum r2, min r0, min r2 | sum r1, sum r3, min r1, min r3]
-        const __m256i sums =
-            _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]), _mm256_hadd_epi32(imin[0], imin[1]));
+        const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]), _mm256_hadd_epi32(imin0, imin1));
         const __m256 dd = meta_d_dmin(m01, m23);
         const float dx = load_unaligned<float>(act[t] + aoff);
         acc[g][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dd, _mm256_set1_ps(dx)), acc[g][t]);
       };
+      // Q5_K: two tokens share the weights' unpacking, other counts go one at
+      // a time, whose sums stay in registers (one thread hot, 64 x 2048: 3-8
+      // tokens 100-114 -> 107-137 GFLOP/s; Q4_K's pairs keep theirs).
+      if constexpr (kFive && T != 2) {
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* const x[1] = {act[t] + aoff + offsetof(BlockQ8_K, qs)};
+          __m256i isum[1][2];
+          qk_x4_sums<kFive, 1>(blk, x, pf, t == 0 && ah.ask, m01, m23, isum);
+          finish(t, isum[0]);
+        }
+        continue;
+      }
       // tokens two at a time (sharing the weights' unpacking), the last alone
 #pragma GCC unroll 2
       for (int t = 0; t + 2 <= T; t += 2) {
         const uint8_t* const x[2] = {act[t] + aoff + offsetof(BlockQ8_K, qs),
                                      act[t + 1] + aoff + offsetof(BlockQ8_K, qs)};
-        __m256i lo[2][2], hi[2][2];
-        q4_k_x4_pairs<2>(blk, x, pf, t == 0, lo, hi);
-        finish(t, lo[0], hi[0]);
-        finish(t + 1, lo[1], hi[1]);
+        __m256i isum[2][2];
+        qk_x4_sums<kFive, 2>(blk, x, pf, t == 0 && ah.ask, m01, m23, isum);
+        finish(t, isum[0]);
+        finish(t + 1, isum[1]);
       }
       if constexpr (T % 2 == 1) {
         const uint8_t* const x[1] = {act[T - 1] + aoff + offsetof(BlockQ8_K, qs)};
-        __m256i lo[1][2], hi[1][2];
-        q4_k_x4_pairs<1>(blk, x, pf, T == 1, lo, hi);
-        finish(T - 1, lo[0], hi[0]);
+        __m256i isum[1][2];
+        qk_x4_sums<kFive, 1>(blk, x, pf, T == 1 && ah.ask, m01, m23, isum);
+        finish(T - 1, isum[0]);
       }
     }
   }
@@ -193,7 +258,8 @@ void Q4KX4Avx2::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)
 
 }  // namespace
 
-void q4_k_x4_rows(const RowDotParams& p) { x4_rows<Q4KX4Avx2>(p); }
+void q4_k_x4_rows(const RowDotParams& p) { x4_rows<QKX4Avx2<false>>(p); }
+void q5_k_x4_rows(const RowDotParams& p) { x4_rows<QKX4Avx2<true>>(p); }
 #endif
 
 }  // namespace tandem::kernels::TANDEM_ROW_DOT_NS

@@ -1,4 +1,5 @@
-// The q6_k_x4 layout (weight_layout.h), the avx512 levels: Q6_K x permuted
+// The q6_k_x4 layout (weight_layout.h), the avx512 levels (avx2:
+// row_dot_x86_q6_k_x4_256.cpp, the same floats): Q6_K x permuted
 // Q8_K, q4_k_x4's steps (row_dot_x86_x4.cpp) over 6-bit values. Why: the
 // rowmajor Q6_K tile (row_dot_x86_k_quant_512.cpp) decodes each row's
 // super-block apart and sums every token with vpmaddubsw, a subtraction of

@@ -490,16 +490,15 @@ void q6_k_rows(const RowDotParams& p) {
     q6_k_512_rows(p);
 }
 #else
-// q5_k_x4 and q6_k_x4 are stored for the avx512 levels; here the reference takes them.
 void q6_k_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kQ6KX4)
-    generic::find(DType::kQ6_K)(p);
+    q6_k_x4_rows(p);
   else
     drive<Q6KTile>(p);
 }
 void q5_k_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kQ5KX4)
-    generic::find(DType::kQ5_K)(p);
+    q5_k_x4_rows(p);
   else
     drive<Q5KTile>(p);
 }

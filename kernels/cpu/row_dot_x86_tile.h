@@ -29,9 +29,9 @@ RowDotFn find_quant(DType wtype);
 // Q4_K and Q8_0 stored as q4_k_x4 and q8_0_x4 (weight_layout.h): row_dot_x86_x4.cpp (avx2:
 // row_dot_x86_q4_k_x4_256.cpp) and row_dot_x86_q8_0_x4.cpp.
 void q4_k_x4_rows(const RowDotParams& p);
-// Q5_K stored as q5_k_x4 at the avx512 levels, row_dot_x86_x4.cpp (below: the reference).
+// Q5_K stored as q5_k_x4, row_dot_x86_x4.cpp (avx2: row_dot_x86_q4_k_x4_256.cpp).
 void q5_k_x4_rows(const RowDotParams& p);
-// Q6_K stored as q6_k_x4 at the avx512 levels, row_dot_x86_q6_k_x4.cpp (below: the reference).
+// Q6_K stored as q6_k_x4, row_dot_x86_q6_k_x4.cpp (avx2: row_dot_x86_q6_k_x4_256.cpp).
 void q6_k_x4_rows(const RowDotParams& p);
 void q8_0_x4_rows(const RowDotParams& p);
 // Q4_K rowmajor rows in the GEMV order below AVX-512, row_dot_x86_q4_k_256.cpp.

@@ -15,7 +15,7 @@
 // Without VNNI, vpmaddubsw + vpmaddwd stand in for vpdpbusd. The avx2
 // level's kernel is row_dot_x86_q4_k_x4_256.cpp.
 //
-// q5_k_x4 (Q5_K, the avx512 levels) is the same tile with each step's
+// q5_k_x4 (Q5_K; avx2: row_dot_x86_q4_k_x4_256.cpp) is the same tile with each step's
 // fifth bits put in at bit 4 (weight_layout.h: one 64-byte line of them per
 // four steps, byte for byte under the qs bytes), the high nibbles then
 // shifted down rather than kept x16 (a fifth bit there would be 256).

@@ -65,6 +65,11 @@ __attribute__((always_inline)) inline void k_quant_x4_steps(const uint8_t* const
     }
   }
 }
+#else
+// One 128-bit row of activations in both lanes (the avx2 x4 tiles).
+inline __m256i broadcast16(const uint8_t* p) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 #endif
 
 // The two layouts' kernels: tile<G, T> takes G groups (4 rows each, group g

@@ -201,8 +201,8 @@ WeightLayout expert_layout(DType type, CpuIsa isa) {
   // The level whose kernels read the layout faster than rowmajor rows (below it the
   // reference would de-interleave every group).
   const CpuIsa needs = l == WeightLayout::kBf16X16 ? CpuIsa::kAvx512Bf16
-                       : l == WeightLayout::kQ4KX4 ? CpuIsa::kAvx2
-                                                   : CpuIsa::kAvx512;
+                       : l == WeightLayout::kQ8_0X4 ? CpuIsa::kAvx512
+                                                    : CpuIsa::kAvx2;  // the k-quant x4 layouts
   return isa >= needs ? l : WeightLayout::kRowMajor;
 }
 

@@ -19,7 +19,7 @@
 // (q4_k_x4_permute_activations): qs'[32s + 16h + 4c + k] = qs[64c + 32h + 4s + k],
 // where h = 0 is the low nibbles' sub-block 2c and h = 1 the high ones' 2c+1.
 //
-// "q5_k_x4" (Q5_K, rows a multiple of 4; the avx512 levels): q4_k_x4's
+// "q5_k_x4" (Q5_K, rows a multiple of 4; from avx2 up): q4_k_x4's
 // meta and qs lines (ggml's d, dmin and scale bytes being the same) with
 // the values' fifth bits, 704 bytes a group block, in the order a kernel
 // reads them: meta[64], then for p = 0, 1 the fifth bits of steps
@@ -34,9 +34,10 @@
 // sum per super-block for the scales and one for the mins, each with an
 // fma): floats of their own, within Q5_K's bound of the rowmajor rows
 // (ggml_vec_dot's 8 lanes). expert_matrix_layout stores Q5_K this way from
-// avx512 up (since stop 60).
+// avx512 up since stop 60, from avx2 up since stop 61 (whose 256-bit tile
+// makes the same sums: the same floats).
 //
-// "q6_k_x4" (Q6_K, rows a multiple of 4; the avx512 levels): a group's
+// "q6_k_x4" (Q6_K, rows a multiple of 4; from avx2 up): a group's
 // super-block (840 bytes) holds, in the order a kernel reads them,
 //   sc[64]:   row r's 16 int8 sub-block scales at 16r;
 //   4 parts p of 192 bytes (q6_k_x4_qh_at, q6_k_x4_qs_at): the top two bits
@@ -52,7 +53,8 @@
 // sub-block's sums through Q8_K's bsums, and add each half super-block's
 // exact sum with one fma: floats of their own, within Q6_K's bound of the
 // rowmajor rows (ggml_vec_dot's 8 lanes). expert_matrix_layout stores Q6_K
-// this way from avx512 up (since stop 60).
+// this way from avx512 up since stop 60, from avx2 up since stop 61 (the
+// same floats).
 //
 // "q8_0_x4" (Q8_0, rows a multiple of 4): a group's block b (136 bytes) is
 //   d[4]:    the 4 rows' fp16 scales;
@@ -135,12 +137,12 @@ std::optional<WeightLayout> layout_from_name(std::string_view name);
 // The repacked layout of a type (rowmajor where there is none).
 WeightLayout repacked_layout(DType type);
 // The layout to store routed experts of `type` in for kernels of level
-// `isa`: the repacked one where that level has kernels for it (x4 from
-// avx512 up, where they read about twice as fast as rowmajor, and q4_k_x4
-// from avx2 up; q5_k_x4 and q6_k_x4 only from avx512 up, whose tiles read
-// them 2x as fast hot; bf16_x16 with avx512bf16, where a prefill runs about 1.7
-// times as fast), else rowmajor (lower levels would read them through the
-// generic kernel).
+// `isa`: the repacked one where that level has kernels for it (q8_0_x4 from
+// avx512 up, where it reads about twice as fast as rowmajor; q4_k_x4,
+// q5_k_x4 and q6_k_x4 from avx2 up, whose tiles read them about 2x as fast
+// hot; bf16_x16 with avx512bf16, where a prefill runs about 1.7 times as
+// fast), else rowmajor (lower levels would read them through the generic
+// kernel).
 WeightLayout expert_layout(DType type, CpuIsa isa);
 
 // The layout to store one routed-expert matrix of `type` (rows x cols, a

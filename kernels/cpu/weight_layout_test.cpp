@@ -70,19 +70,21 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_EQ(expert_matrix_layout(DType::kBF16, CpuIsa::kAvx512Bf16, 32, 96), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kQ4_K, CpuIsa::kAvx512, 8, 512), WeightLayout::kQ4KX4);
   EXPECT_EQ(expert_matrix_layout(DType::kQ4_K, CpuIsa::kAvx512, 6, 512), WeightLayout::kRowMajor);
-  // Q5_K: q5_k_x4 from avx512 up where it fits
+  // Q5_K: q5_k_x4 from avx2 up where it fits
   EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx512, 8, 512), WeightLayout::kQ5KX4);
   EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx512Bf16, 8, 512), WeightLayout::kQ5KX4);
   EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAmx, 8, 512), WeightLayout::kQ5KX4);
-  EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx2, 8, 512), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx2, 8, 512), WeightLayout::kQ5KX4);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kGeneric, 8, 512), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kQ5_K, CpuIsa::kAvx512, 6, 512), WeightLayout::kRowMajor);
   EXPECT_FALSE(layout_fits(WeightLayout::kQ5KX4, DType::kQ4_K, 8, 512));
   EXPECT_FALSE(layout_fits(WeightLayout::kQ5KX4, DType::kQ5_K, 8, 384));
   EXPECT_TRUE(permutes_activations(WeightLayout::kQ5KX4));
   EXPECT_TRUE(permutes_activations(WeightLayout::kQ6KX4));
-  // Q6_K: q6_k_x4 from avx512 up where it fits
+  // Q6_K: q6_k_x4 from avx2 up where it fits
   EXPECT_EQ(expert_matrix_layout(DType::kQ6_K, CpuIsa::kAvx512Bf16, 8, 512), WeightLayout::kQ6KX4);
-  EXPECT_EQ(expert_matrix_layout(DType::kQ6_K, CpuIsa::kAvx2, 8, 512), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ6_K, CpuIsa::kAvx2, 8, 512), WeightLayout::kQ6KX4);
+  EXPECT_EQ(expert_matrix_layout(DType::kQ6_K, CpuIsa::kGeneric, 8, 512), WeightLayout::kRowMajor);
   EXPECT_EQ(expert_matrix_layout(DType::kQ6_K, CpuIsa::kAvx512, 10, 512), WeightLayout::kRowMajor);
   EXPECT_FALSE(layout_fits(WeightLayout::kQ6KX4, DType::kQ5_K, 8, 512));
   EXPECT_FALSE(permutes_activations(WeightLayout::kQ8_0X4));
@@ -116,8 +118,10 @@ TEST(WeightLayout, NamesAndFits) {
   EXPECT_EQ(expert_layout(DType::kBF16, CpuIsa::kAvx512Bf16), WeightLayout::kBf16X16);
   EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kAvx512Bf16), WeightLayout::kQ6KX4);
   EXPECT_EQ(expert_layout(DType::kQ5_K, CpuIsa::kAvx512), WeightLayout::kQ5KX4);
-  EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kAvx2), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kAvx2), WeightLayout::kQ6KX4);
+  EXPECT_EQ(expert_layout(DType::kQ5_K, CpuIsa::kAvx2), WeightLayout::kQ5KX4);
   EXPECT_EQ(expert_layout(DType::kQ6_K, CpuIsa::kGeneric), WeightLayout::kRowMajor);
+  EXPECT_EQ(expert_layout(DType::kQ5_K, CpuIsa::kGeneric), WeightLayout::kRowMajor);
   std::vector<uint8_t> w(6 * 144);
   EXPECT_THROW(repack_rows(WeightLayout::kQ4KX4, DType::kQ4_K, w.data(), 6, 256), Error);
 }
@@ -298,10 +302,11 @@ void expect_outputs(const std::vector<float>& y, const std::vector<float>& ref, 
 // rows in 16s) and x4 kernel add each block's exact integer dot with one
 // fma where ggml adds 8 lanes' (row_dot_amx_q8.cpp, row_dot_x86_q8_0_x4.cpp):
 // within 2 * (blocks + 2) * 2^-24 * sum|w*x|; and for q5_k_x4 and q6_k_x4
-// from avx512 up, which add each super-block's (q6_k_x4: half super-block's)
+// from avx2 up, which add each super-block's (q6_k_x4: half super-block's)
 // exact sums with one fma where ggml adds 8 lanes': within 8 * (super-blocks
 // + 2) * 2^-24 * sum|w*x| (q5_k_x4's sums and mins may each be several
-// times the dot they differ by). Q8_0 also takes 292 rows (a
+// times the dot they differ by), and the same floats at every one of those
+// levels (the avx2 tiles make the 512-bit tiles' integer sums and fmas). Q8_0 also takes 292 rows (a
 // chunk of 16 tiles, one more tile and rows left over), 96 and 2336 columns
 // (3 and 73 blocks: one step and a half pair, two steps) and 16, 17 and 20
 // tokens (passes of 16 and 1 or 4).
@@ -345,9 +350,10 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
         p.y = ref.data();
         row_dot_check(p);
         generic::find(type)(p);
+        std::vector<float> x4_floats[2];  // q5_k_x4 and q6_k_x4's from avx2 up, by gather
         for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
           if (!supports(detect_cpu_features(), isa)) continue;
-          const bool exact = !(q8 && isa == CpuIsa::kAmx) && !(q5 && isa >= CpuIsa::kAvx512);
+          const bool exact = !(q8 && isa == CpuIsa::kAmx) && !(q5 && isa >= CpuIsa::kAvx2);
           for (bool gather : {false, true}) {
             SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + " " + std::to_string(rows) +
                          "x" + std::to_string(cols) +
@@ -368,6 +374,12 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
               const double terms = q5 ? 8.0 * double(cols / kQK_K + 2) : 2.0 * double(cols / kQK8_0 + 2);
               ASSERT_NO_FATAL_FAILURE(expect_outputs(y, ref, p.y_row_stride, rows, cols, tokens, r0, r1, gather,
                                                      exact, terms, wd, xd, q6 ? worst6 : q5 ? worst5 : worst));
+              if (q5 && isa >= CpuIsa::kAvx2) {  // one set of floats from avx2 up
+                if (x4_floats[gather].empty())
+                  x4_floats[gather] = y;
+                else
+                  ASSERT_EQ(y, x4_floats[gather]);
+              }
             }
           }
         }
@@ -376,8 +388,8 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   }
   }
   std::printf("  q8_0_x4 at amx: worst |amx - generic| / sum|w*x| = %.2e\n", worst);
-  std::printf("  q5_k_x4 from avx512: worst |x4 - generic| / sum|w*x| = %.2e\n", worst5);
-  std::printf("  q6_k_x4 from avx512: worst |x4 - generic| / sum|w*x| = %.2e\n", worst6);
+  std::printf("  q5_k_x4 from avx2: worst |x4 - generic| / sum|w*x| = %.2e\n", worst5);
+  std::printf("  q6_k_x4 from avx2: worst |x4 - generic| / sum|w*x| = %.2e\n", worst6);
 }
 
 // A token's Q8_0 outputs (q8_0_x4) are the same floats alone and in any
