@@ -85,26 +85,15 @@ inline __m256 meta_d_dmin(__m256i m01, __m256i m23) {
 
 // kFive: Q5_K in q5_k_x4 (weight_layout.h), else Q4_K in q4_k_x4.
 template <bool kFive>
-struct QKX4Avx2 {
-  // One group at a time for every token count: with two side by side
-  // (x4_rows's two streams for one or two tokens) their sums spill from the
-  // 16 registers. One thread on a Zen 3, alternated: 19.2-19.5 -> 21.3-22.4
-  // GB/s from L2, 12.2-12.6 -> 13.3-15.7 from DRAM (Q4_K).
-  static constexpr bool kTwoStreams = false;
-  static constexpr int64_t kBlockElems = kQK_K;
-  static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
+struct QKX4Avx2 : KQuantX4Avx2Driving {
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
 };
 
 // Q5_K's fifth bits of step s (bit 2(s % 4) + h of each byte of its part's
-// line, weight_layout.h) at bit 4, every other bit 0: per word, a bit of a
-// byte moved to bit 4 stays within its byte.
-inline __m256i fifth_bits(__m256i qh, int bit) {
-  const __m256i moved = bit < 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4);
-  return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
-}
+// line, weight_layout.h) at bit 4, every other bit 0.
+inline __m256i fifth_bits(__m256i qh, int bit) { return bits_to_4(qh, bit, 0x10); }
 
 // N tokens' (1 or 2) int16 pair sums over steps kFrom..kTo-1 of one group's
 // super-block at blk: lo/hi[u][h] for token u, rows 2h, 2h + 1. The tokens

@@ -20,11 +20,7 @@ namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 #if !defined(__AVX512F__)
 namespace {
 
-struct Q6KX4Avx2 {
-  // One group at a time, as q4_k_x4's avx2 tile: two side by side spill.
-  static constexpr bool kTwoStreams = false;
-  static constexpr int64_t kBlockElems = kQK_K;
-  static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
+struct Q6KX4Avx2 : KQuantX4Avx2Driving {
   template <int G, int T>
   static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
                    size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
@@ -33,10 +29,7 @@ struct Q6KX4Avx2 {
 // Step s's top bits of the low (h = 0) or high (h = 1) nibbles (bits
 // 4(s % 2) + 2h and the one above, weight_layout.h) at bits 4-5, every
 // other bit 0.
-inline __m256i top_bits(__m256i qh, int bit) {
-  const __m256i moved = bit < 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4);
-  return _mm256_and_si256(moved, _mm256_set1_epi8(0x30));
-}
+inline __m256i top_bits(__m256i qh, int bit) { return bits_to_4(qh, bit, 0x30); }
 
 // A pair of rows' scales for half `half` (row r's 16 int8 in its 128-bit
 // lane, weight_layout.h), as int16 pairs per chunk c: lo = sc[4c + half]
