@@ -20,9 +20,9 @@
 // may be partial), so every slice has its own scale blocks.
 // Layouts (kernels/cpu/weight_layout.h): "rowmajor", except routed expert
 // slices whose type the expert workers' kernel level (repack_for) reads
-// faster repacked (kernels::expert_matrix_layout: Q4_K, Q5_K, Q6_K and Q8_0
-// from avx512 up, BF16, FP8 and Q8_0 with avx512bf16), which become
-// "q4_k_x4", "q5_k_x4", "q6_k_x4", "q8_0_x4" (avx512 and amx) or "q8_0_x16" (avx512bf16),
+// faster repacked (kernels::expert_matrix_layout: Q4_K, Q5_K and Q6_K from
+// avx2 up, Q8_0 from avx512 up, BF16, FP8 and Q8_0 with avx512bf16), which
+// become "q4_k_x4", "q5_k_x4", "q6_k_x4" (avx2 and up), "q8_0_x4" (avx512 and amx) or "q8_0_x16" (avx512bf16),
 // "bf16_x16z" or "bf16_x16" and "fp8_x16" wherever their shape allows. FP8's marks are
 // made from the rows, before any repack.
 #pragma once

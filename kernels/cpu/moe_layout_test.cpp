@@ -27,7 +27,7 @@ using testing::Routing;
 using testing::run_layer;
 
 // Q4_K and Q8_0 experts stored repacked (q4_k_x4, q8_0_x4: the arena's
-// layouts for them where the CPU has AVX-512) give the rowmajor layer bit
+// layouts for them from avx2 and avx512 up) give the rowmajor layer bit
 // for bit, at every level and thread count; Q4_K with down in Q4_K too or
 // in Q6_K rows as Q4_K_M files keep it. Q8_0 at the amx level: within the exact
 // layer's bound (one fma per block, where ggml adds 8 lanes').

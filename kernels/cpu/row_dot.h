@@ -15,8 +15,10 @@
 // ggml-faithful matmul (plus FP8); the vector variants sum in other orders
 // and are tested against it with per-type error bounds (row_dot_test.cpp),
 // except the k-quants (Q4_K, Q5_K, Q6_K), which every level sums in
-// llama.cpp's x86 order, bit for bit the generic result (but Q5_K stored as
-// q5_k_x4, which sums as q4_k_x4 does: weight_layout.h).
+// llama.cpp's x86 order, bit for bit the generic result (but Q5_K and Q6_K
+// stored as q5_k_x4 and q6_k_x4, whose tiles add each super-block's, or
+// half's, exact sums with one fma: the same floats at every level from
+// avx2 up, within a bound of the generic ones; weight_layout.h).
 // Kernels never allocate and never throw; row_dot_check() validates.
 #pragma once
 

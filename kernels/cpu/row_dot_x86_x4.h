@@ -1,6 +1,8 @@
 // The x4 layouts' (weight_layout.h) shared pieces, internal to
-// row_dot_x86_x4.cpp (Q4_K in q4_k_x4), row_dot_x86_q4_k_x4_256.cpp (the
-// same at avx2) and row_dot_x86_q8_0_x4.cpp (Q8_0 in q8_0_x4), as
+// row_dot_x86_x4.cpp (Q4_K and Q5_K in q4_k_x4 and q5_k_x4),
+// row_dot_x86_q6_k_x4.cpp (Q6_K in q6_k_x4), row_dot_x86_q4_k_x4_256.cpp and
+// row_dot_x86_q6_k_x4_256.cpp (the same at avx2) and row_dot_x86_q8_0_x4.cpp
+// (Q8_0 in q8_0_x4), as
 // row_dot_x86_tile.h: the VNNI dot (AVX-512), the prefetch distance and
 // the driver that walks a call's rows as far-apart streams of groups
 // through a kernel's tile<G, T>.

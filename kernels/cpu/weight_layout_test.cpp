@@ -3,8 +3,9 @@
 // row dots over them that equal the rowmajor generic ones bit for bit at
 // every level (the same exact integer sums and the same fmas; bf16_x16's
 // several-token outer product and q5_k_x4's and q6_k_x4's sums per
-// super-block within stated bounds), on ragged row ranges, token counts and gathered activations
-// (fp8_x16: fp8_x16_test.cpp).
+// super-block within stated bounds, the same at every level from avx2 up),
+// on ragged row ranges, token counts and gathered activations, and the
+// k-quant tiles at their values' limits (fp8_x16: fp8_x16_test.cpp).
 #include "kernels/cpu/weight_layout.h"
 
 #include <gtest/gtest.h>
@@ -390,6 +391,75 @@ TEST(WeightLayout, X4RowDotsEqualRowmajorAtEveryLevel) {
   std::printf("  q8_0_x4 at amx: worst |amx - generic| / sum|w*x| = %.2e\n", worst);
   std::printf("  q5_k_x4 from avx2: worst |x4 - generic| / sum|w*x| = %.2e\n", worst5);
   std::printf("  q6_k_x4 from avx2: worst |x4 - generic| / sum|w*x| = %.2e\n", worst6);
+}
+
+// The k-quant x4 tiles' int16 sums at their limits: every weight at its
+// largest value (Q4_K 15, Q5_K 31, Q6_K 63), the largest scales, and every
+// activation at -127 (Q8_K of a constant row). The avx2 tiles add 8 (Q4_K),
+// 4 (Q5_K) and 2 (Q6_K) steps' vpmaddubsw pairs in int16 before widening:
+// 30720, 31744 and 32256 of 32767; one step more would saturate. Every level
+// agrees with the exact dot within X4RowDots's bound, at 1 to 5 tokens
+// (pairs and single tokens).
+TEST(WeightLayout, KQuantX4TilesTakeTheLargestValues) {
+  constexpr int64_t rows = 8, cols = 512;
+  for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const size_t row_bytes = *bytes_for(type, uint64_t(cols));
+    std::vector<uint8_t> w(row_bytes * rows, 0xFF);  // every value and (Q4_K, Q5_K) scale and min at its top
+    const size_t block = *bytes_for(type, uint64_t(kQK_K));
+    for (size_t b = 0; b < w.size() / block; ++b) {
+      uint8_t* blk = w.data() + b * block;
+      const uint16_t d = f32_to_fp16(b % 2 ? 0.5f : 1.0f);
+      if (type == DType::kQ6_K) {
+        std::memset(blk + offsetof(BlockQ6_K, scales), b % 3 ? 127 : 0x80, 16);  // +127 or -128
+        std::memcpy(blk + offsetof(BlockQ6_K, d), &d, 2);
+      } else {
+        std::memcpy(blk, &d, 2);  // d; dmin stays 0xFFFF (NaN) unless set
+        const uint16_t dmin = f32_to_fp16(0.25f);
+        std::memcpy(blk + 2, &dmin, 2);
+      }
+    }
+    const WeightLayout layout = repacked_layout(type);
+    std::vector<uint8_t> x4 = w;
+    repack_rows(layout, type, x4.data(), rows, cols);
+    std::vector<float> wd(size_t(rows * cols));
+    dequantize_generic(type, w.data(), wd.data(), wd.size());
+    for (int64_t tokens = 1; tokens <= 5; ++tokens) {
+      const std::vector<float> x(size_t(tokens * cols), 1.0f);
+      const size_t ab = row_dot_activation_bytes(type, cols);
+      std::vector<uint8_t> ap(ab * size_t(tokens));
+      convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, ap.data(), ab,
+                                  best_isa(detect_cpu_features()), layout);
+      std::vector<float> xd(static_cast<size_t>(cols));
+      q4_k_x4_unpermute_activations(ap.data(), cols);
+      dequantize_generic(row_dot_activation_type(type), ap.data(), xd.data(), size_t(cols));
+      q4_k_x4_permute_activations(ap.data(), cols);
+      ASSERT_EQ(xd[0], xd[size_t(cols) - 1]);
+      ASSERT_EQ(reinterpret_cast<const BlockQ8_K*>(ap.data())->qs[0], -127);
+      for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+        if (!supports(detect_cpu_features(), isa)) continue;
+        SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + ", " + std::to_string(tokens) +
+                     " tokens");
+        RowDotParams q = rowmajor_params(type, x4.data(), row_bytes, rows, cols, ap.data(), ab, tokens, 0, rows);
+        q.layout = layout;
+        std::vector<float> y(q.y_row_stride * size_t(tokens), -7.0f);
+        q.y = y.data();
+        row_dot_check(q);
+        row_dot_for(isa, type)(q);
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t r = 0; r < rows; ++r) {
+            double dot = 0, abs_dot = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              dot += double(wd[size_t(r * cols + c)]) * xd[size_t(c)];
+              abs_dot += std::fabs(double(wd[size_t(r * cols + c)]) * xd[size_t(c)]);
+            }
+            ASSERT_GT(abs_dot, 0.0);
+            ASSERT_LE(std::fabs(y[size_t(t) * q.y_row_stride + size_t(r)] - dot),
+                      8.0 * double(cols / kQK_K + 2) * 0x1p-24 * abs_dot)
+                << "row " << r << " token " << t;
+          }
+      }
+    }
+  }
 }
 
 // A token's Q8_0 outputs (q8_0_x4) are the same floats alone and in any
