@@ -3,7 +3,8 @@
 //  1. read bandwidth, STREAM-style (sum of a buffer far larger than the
 //     caches), with 1..N pinned threads;
 //  2. the AVX-512 BF16 peak (vdpbf16ps on registers only) of N threads, or
-//     without AVX512_BF16 the f32 one (vfmadd231ps, 512-bit with AVX-512);
+//     where the kernels' level has no AVX512_BF16 (the CPU's, or a lower
+//     one forced) the f32 one (vfmadd231ps, 512-bit from avx512 up);
 //  3. one MoE layer of DeepSeek-V3 (7168 x 2048, 256 experts) and
 //     Qwen3-30B-A3B (2048 x 768, 128 experts) expert shapes with top-8
 //     random routing (so tokens per expert are the model's), at 1, 2, 4, 8,
@@ -551,16 +552,21 @@ int main(int argc, char** argv) {
                   rp.streams, rp.streams == 1 ? "" : "s", rp.pf);
       pattern = rp;
     }
+    // The peak of the level the kernels run at (TANDEM_CPU_ISA may force a
+    // lower one than the CPU's): BF16's vdpbf16ps where they have it, else
+    // an f32 fma of their width.
     double peak = 0;
-    if (f.avx512_bf16) {
+    if (isa >= tk::CpuIsa::kAvx512Bf16) {
       peak = bench::flops_peak(pool, bench::PeakLoop::kBf16);
       std::printf("avx512 bf16 peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", n, peak);
-    } else if (f.avx2) {
-      peak = bench::flops_peak(pool, f.avx512 ? bench::PeakLoop::kFma512 : bench::PeakLoop::kFma256);
-      std::printf("this cpu has no AVX512_BF16; f32 fma peak instead (%d-bit vfmadd231ps, %d threads): "
-                  "%.1f GFLOP/s\n", f.avx512 ? 512 : 256, n, peak);
+    } else if (isa >= tk::CpuIsa::kAvx2) {
+      const bool wide = isa >= tk::CpuIsa::kAvx512;
+      peak = bench::flops_peak(pool, wide ? bench::PeakLoop::kFma512 : bench::PeakLoop::kFma256);
+      std::printf("kernels without AVX512_BF16 (%s); f32 fma peak instead (%d-bit vfmadd231ps, %d threads): "
+                  "%.1f GFLOP/s\n", std::string(tk::isa_name(isa)).c_str(), wide ? 512 : 256, n, peak);
     } else {
-      std::printf("no peak: this cpu has neither AVX512_BF16 nor AVX2 with FMA\n");
+      std::printf("no peak: the kernels (%s) have neither AVX512_BF16 nor AVX2 with FMA\n",
+                  std::string(tk::isa_name(isa)).c_str());
     }
     if (n > 1) {
       const auto [caller, others] = wake_latency_us(pool, o.spin_us);
