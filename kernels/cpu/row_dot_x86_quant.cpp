@@ -476,45 +476,31 @@ struct Q6KTile {
 
 }  // namespace
 
+// Q5_K and Q6_K rows: the x4 layouts' tiles, else this level's rowmajor ones.
 #if defined(__AVX512BW__)
-void q5_k_rows(const RowDotParams& p) {
-  if (p.layout == WeightLayout::kQ5KX4)
-    q5_k_x4_rows(p);
-  else
-    q5_k_512_rows(p);
-}
-void q6_k_rows(const RowDotParams& p) {
-  if (p.layout == WeightLayout::kQ6KX4)
-    q6_k_x4_rows(p);
-  else
-    q6_k_512_rows(p);
-}
+constexpr RowDotFn kQ5KRowMajor = q5_k_512_rows, kQ6KRowMajor = q6_k_512_rows;
 #else
-void q6_k_rows(const RowDotParams& p) {
-  if (p.layout == WeightLayout::kQ6KX4)
-    q6_k_x4_rows(p);
-  else
-    drive<Q6KTile>(p);
-}
+constexpr RowDotFn kQ5KRowMajor = drive<Q5KTile>, kQ6KRowMajor = drive<Q6KTile>;
+#endif
 void q5_k_rows(const RowDotParams& p) {
   if (p.layout == WeightLayout::kQ5KX4)
     q5_k_x4_rows(p);
   else
-    drive<Q5KTile>(p);
+    kQ5KRowMajor(p);
 }
-#endif
+void q6_k_rows(const RowDotParams& p) {
+  if (p.layout == WeightLayout::kQ6KX4)
+    q6_k_x4_rows(p);
+  else
+    kQ6KRowMajor(p);
+}
 
 RowDotFn find_quant(DType wtype) {
   switch (wtype) {
     case DType::kQ8_0: return q8_0_rows;
     case DType::kQ4_K: return q4_k_rows;
-#if defined(__AVX512BW__)
     case DType::kQ5_K: return q5_k_rows;
     case DType::kQ6_K: return q6_k_rows;
-#else
-    case DType::kQ5_K: return q5_k_rows;
-    case DType::kQ6_K: return q6_k_rows;
-#endif
     default: return nullptr;
   }
 }
