@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string>
 
 namespace bench {
 namespace {
@@ -79,6 +81,26 @@ double flops_peak(tandem::kernels::ThreadPool& pool, PeakLoop loop) {
     best = std::max(best, double(pool.size()) * double(iters) * flops / dt / 1e9);
   }
   return best;
+}
+
+double level_peak(tandem::kernels::ThreadPool& pool, tandem::kernels::CpuIsa isa) {
+  using tandem::kernels::CpuIsa;
+  const int n = pool.size();
+  const std::string level(tandem::kernels::isa_name(isa));
+  if (isa >= CpuIsa::kAvx512Bf16) {
+    const double peak = flops_peak(pool, PeakLoop::kBf16);
+    std::printf("avx512 bf16 peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", n, peak);
+    return peak;
+  }
+  if (isa >= CpuIsa::kAvx2) {
+    const bool wide = isa >= CpuIsa::kAvx512;
+    const double peak = flops_peak(pool, wide ? PeakLoop::kFma512 : PeakLoop::kFma256);
+    std::printf("kernels without AVX512_BF16 (%s); f32 fma peak instead (%d-bit vfmadd231ps, %d threads): "
+                "%.1f GFLOP/s\n", level.c_str(), wide ? 512 : 256, n, peak);
+    return peak;
+  }
+  std::printf("no peak: the kernels (%s) have neither AVX512_BF16 nor AVX2 with FMA\n", level.c_str());
+  return 0;
 }
 
 }  // namespace bench

@@ -2,6 +2,7 @@
 // it rates: GFLOP/s of every thread of the pool at once, best of 3.
 #pragma once
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace bench {
@@ -11,5 +12,10 @@ namespace bench {
 enum class PeakLoop { kBf16, kFma512, kFma256 };
 
 double flops_peak(tandem::kernels::ThreadPool& pool, PeakLoop loop);
+
+// The peak of the level the kernels run at (TANDEM_CPU_ISA may force a
+// lower one than the CPU's): vdpbf16ps where they have AVX512_BF16, else an
+// f32 fma of their width; 0 below avx2. Prints which, with its GFLOP/s.
+double level_peak(tandem::kernels::ThreadPool& pool, tandem::kernels::CpuIsa isa);
 
 }  // namespace bench

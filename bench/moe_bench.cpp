@@ -552,22 +552,7 @@ int main(int argc, char** argv) {
                   rp.streams, rp.streams == 1 ? "" : "s", rp.pf);
       pattern = rp;
     }
-    // The peak of the level the kernels run at (TANDEM_CPU_ISA may force a
-    // lower one than the CPU's): BF16's vdpbf16ps where they have it, else
-    // an f32 fma of their width.
-    double peak = 0;
-    if (isa >= tk::CpuIsa::kAvx512Bf16) {
-      peak = bench::flops_peak(pool, bench::PeakLoop::kBf16);
-      std::printf("avx512 bf16 peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", n, peak);
-    } else if (isa >= tk::CpuIsa::kAvx2) {
-      const bool wide = isa >= tk::CpuIsa::kAvx512;
-      peak = bench::flops_peak(pool, wide ? bench::PeakLoop::kFma512 : bench::PeakLoop::kFma256);
-      std::printf("kernels without AVX512_BF16 (%s); f32 fma peak instead (%d-bit vfmadd231ps, %d threads): "
-                  "%.1f GFLOP/s\n", std::string(tk::isa_name(isa)).c_str(), wide ? 512 : 256, n, peak);
-    } else {
-      std::printf("no peak: the kernels (%s) have neither AVX512_BF16 nor AVX2 with FMA\n",
-                  std::string(tk::isa_name(isa)).c_str());
-    }
+    const double peak = bench::level_peak(pool, isa);
     if (n > 1) {
       const auto [caller, others] = wake_latency_us(pool, o.spin_us);
       std::printf("waking the pool after its threads slept: the caller starts after %.1f us, the last thread after "

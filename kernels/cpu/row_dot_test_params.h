@@ -14,9 +14,26 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/quantize.h"
 #include "kernels/cpu/row_dot.h"
 
 namespace tandem::kernels::testing {
+
+// `rows` rows of `cols` Gaussian values quantised to `type` (rowmajor), their
+// scale growing with the row, one value a row 8 times larger (large scales
+// and mins too).
+inline std::vector<uint8_t> random_rows(DType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const size_t row_bytes = *bytes_for(type, uint64_t(cols));
+  std::vector<uint8_t> w(row_bytes * size_t(rows));
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = nd(rng) * float(1 + r % 5);
+    row[size_t(r % cols)] *= 8;  // large scales and mins too
+    quantize_generic(type, row.data(), w.data() + size_t(r) * row_bytes, row.size());
+  }
+  return w;
+}
 
 inline std::vector<float> random_x(int64_t n, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
