@@ -34,6 +34,9 @@ namespace {
 using testing::reversed_rows;
 using testing::rowmajor_params;
 
+// The widening buffer's floats (row_dot_x86_fp8_widen.h's kWideFloats).
+constexpr int64_t kWideBuffer = 65536;
+
 bool same_float(float a, float b) { return std::isnan(a) ? std::isnan(b) : std::memcmp(&a, &b, 4) == 0; }
 
 TEST(RowDot, Fp8WideCallsGiveTheTilesFloats) {
@@ -61,7 +64,7 @@ TEST(RowDot, Fp8WideCallsGiveTheTilesFloats) {
       const size_t ab = row_dot_activation_bytes(type, cols);
       // |x| just under 2^16 (scaled by 2^112) and at 2^16 (not: it would overflow)
       for (float large : {0.0f, 65280.0f, 65536.0f}) {
-        const int64_t most = 5;
+        const int64_t most = 8;
         std::vector<float> x = testing::random_x(most * cols, rng);
         if (large != 0.0f) x[size_t(cols / 2)] = large;  // token 0
         std::vector<uint8_t> a(ab * size_t(most));
@@ -78,7 +81,7 @@ TEST(RowDot, Fp8WideCallsGiveTheTilesFloats) {
         // (the rows repeated, the token's row gathered each time)
         std::vector<float> tiles(size_t(rows + 1) * most);
         for (int64_t t = 0; t < most; ++t) {
-          const int64_t big = 32768 / cols + 1;
+          const int64_t big = kWideBuffer / cols + 1;
           std::vector<const uint8_t*> same(size_t(big), a.data() + size_t(t) * ab);
           std::vector<float> y;
           RowDotParams p = params(big, y);
@@ -90,8 +93,8 @@ TEST(RowDot, Fp8WideCallsGiveTheTilesFloats) {
         }
         for (bool with_marks : {false, true})
           for (bool gather : {false, true})
-            for (int64_t tokens : {1, 2, 3, 5}) {
-              if (tokens * cols > 32768) continue;
+            for (int64_t tokens : {1, 2, 3, 4, 5, 8}) {
+              if (tokens * cols > kWideBuffer) continue;
               SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(cols) + " columns, " +
                            std::to_string(tokens) + " tokens" + (with_marks ? ", marked" : "") +
                            (gather ? ", gathered, rows 1.." + std::to_string(rows - 1) : "") +

@@ -145,13 +145,13 @@ TEST(Panel, AgreesWithGeneric) {
 }
 
 // FP8 from 8 tokens where its activations do not fit the widening buffer
-// (32768 floats), at the level's entry point too.
+// (65536 floats), at the level's entry point too.
 TEST(Panel, TakesFp8FromEightTokensOfLongRows) {
   if (!have_avx2()) GTEST_SKIP() << "this cpu has no avx2";
   std::mt19937 rng(4343);
   for (int64_t tokens : {8, 9, 12}) {
     SCOPED_TRACE(std::to_string(tokens) + " tokens");
-    Case c = make_case(DType::kF8E4M3, 30, 4224, tokens, rng);
+    Case c = make_case(DType::kF8E4M3, 30, 8448, tokens, rng);
     dequantise(c);
     std::vector<float> y, ref;
     const RowDotParams p = params(c, y, 2, 29, tokens), pr = params(c, ref, 2, 29, tokens);
@@ -258,8 +258,11 @@ TEST(Panel, LeavesCallsToTheTiles) {
     EXPECT_FALSE(avx2::try_panel(params(b, y, 0, 32, 64))) << name(other);
   }
   const Case f = make_case(DType::kF8E4M3, 16, 7168, 16, rng);
-  EXPECT_TRUE(avx2::try_panel(params(f, y, 0, 16, 8)));
-  EXPECT_FALSE(avx2::try_panel(params(f, y, 0, 16, 7)));  // 7 x 7168 do not fit the buffer either
+  EXPECT_TRUE(avx2::try_panel(params(f, y, 0, 16, 10)));   // 10 x 7168 do not fit the buffer
+  EXPECT_FALSE(avx2::try_panel(params(f, y, 0, 16, 9)));   // 9 x 7168 fit it
+  const Case h = make_case(DType::kF8E4M3, 16, 10240, 8, rng);
+  EXPECT_TRUE(avx2::try_panel(params(h, y, 0, 16, 8)));
+  EXPECT_FALSE(avx2::try_panel(params(h, y, 0, 16, 7)));  // 7 x 10240 do not fit the buffer either
   const Case g = make_case(DType::kF8E4M3, 16, 1024, 16, rng);
   EXPECT_FALSE(avx2::try_panel(params(g, y, 0, 16, 15)));  // 15 x 1024 fit the buffer
   EXPECT_TRUE(avx2::try_panel(params(g, y, 0, 16, 16)));

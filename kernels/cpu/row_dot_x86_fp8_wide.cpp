@@ -26,22 +26,43 @@ namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 namespace {
 
 // Fp8Tile's span with f32 activations (4 bytes a value).
+//
+// avx2's passes of 2 rows by 3 or 4 tokens (WideTile, below) load the
+// step's activations first and keep them in registers (the empty asm), each
+// row widened in turn: 8 sums, 4 activations, a widened row and the mask
+// fit AVX2's 16 registers. Left to itself GCC folded each load into an fma,
+// so every activation was loaded once per row. Same fmas, same order.
 template <bool kScaledX, bool kNaN, int R, int T>
 void wide_span(const uint8_t* const* w, const uint8_t* const* a, int64_t c0, int64_t c1, VF (&acc)[R][T],
                const Ahead& ah) {
   int64_t c = c0;
   for (; c + kLanes <= c1; c += kLanes) {
-    VF wv[R];
     if ((c & 63) == 0)
       #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) ah.at(w[i], size_t(c));
-    #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) wv[i] = widen_fp8<kScaledX, kNaN>(w[i] + c);
-    #pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) {
-      const VF av = load_f32(a[j] + 4 * c);
+    if constexpr (kLanes == 8 && R == 2 && T >= 3) {
+      VF av[T];
       #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) acc[i][j] = vfma(wv[i], av, acc[i][j]);
+      for (int j = 0; j < T; ++j) {
+        av[j] = load_f32(a[j] + 4 * c);
+        asm("" : "+x"(av[j]));
+      }
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const VF wv = widen_fp8<kScaledX, kNaN>(w[i] + c);
+        #pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) acc[i][j] = vfma(wv, av[j], acc[i][j]);
+      }
+    } else {
+      VF wv[R];
+      #pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) wv[i] = widen_fp8<kScaledX, kNaN>(w[i] + c);
+      #pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) {
+        const VF av = load_f32(a[j] + 4 * c);
+        #pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) acc[i][j] = vfma(wv[i], av, acc[i][j]);
+      }
     }
   }
   if (c < c1) {  // zeros past the end, as Fp8Tile
@@ -78,8 +99,37 @@ struct WideSpan {
       wide_span<kScaledX, false, R, T>(w, a, c0, c1, blk, ah);
   }
 };
-template <int R, int T> using Fp8ScaledXTile = Fp8BlockTile<WideSpan<true>, 256.0f, R, T>;
-template <int R, int T> using Fp8PlainXTile = Fp8BlockTile<WideSpan<false>, 256.0f, R, T>;
+// A tile of 4 rows by 3 or 4 tokens at avx2 runs as two passes of 2 rows
+// (as row_dot_x86_bf16_pairs.cpp's): its 4 x 4 block sums and running sums
+// would need 32 of AVX2's 16 registers, and spilled in the loop. The first
+// pass's prefetches run on into the second pass's rows, the second's into
+// the next tile's. One thread, weights in L2 (256 x 2048), best of 8
+// alternated runs: 3 tokens 47 -> 60 GFLOP/s, 4 to 12 tokens 57 -> 66 (of a
+// 116 peak); two threads from DRAM, DeepSeek-V3's 7168 columns at 4 tokens,
+// 121 (docs/cpu-kernels.md, stop 62). The same sums in the same order, so
+// the same floats.
+template <bool kScaledX, int R, int T>
+struct WideTile {
+  using Span = WideSpan<kScaledX>;
+  static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w, const uint8_t* const* a,
+                  float (&out)[R][T], const Ahead& ah) {
+    if constexpr (kLanes == 8 && R == 4 && T >= 3) {
+      const intptr_t half = intptr_t(w[2] - w[0]);
+      Ahead first = ah, second = ah;
+      first.next = half;
+      if (!ah.to_caller) second.next = ah.next - half;
+      float o[2][2][T];
+      Fp8BlockTile<Span, 256.0f, 2, T>::run(p, rows, w, a, o[0], first);
+      Fp8BlockTile<Span, 256.0f, 2, T>::run(p, rows + 2, w + 2, a, o[1], second);
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) out[i][j] = o[i / 2][i % 2][j];
+    } else {
+      Fp8BlockTile<Span, 256.0f, R, T>::run(p, rows, w, a, out, ah);
+    }
+  }
+};
+template <int R, int T> using Fp8ScaledXTile = WideTile<true, R, T>;
+template <int R, int T> using Fp8PlainXTile = WideTile<false, R, T>;
 
 }  // namespace
 

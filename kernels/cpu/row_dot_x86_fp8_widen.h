@@ -9,9 +9,12 @@ namespace tandem::kernels::TANDEM_ROW_DOT_NS {
 #if !defined(__AVX512BF16__)
 namespace {
 
-// The f32 activations of one call of row_dot_x86_fp8_wide.cpp: 128 KiB, 4
-// tokens of DeepSeek-V3's 7168 columns, 16 of its 2048.
-constexpr int64_t kWideFloats = 32768;
+// The f32 activations of one call of row_dot_x86_fp8_wide.cpp: 256 KiB on
+// the stack, 9 tokens of DeepSeek-V3's 7168 columns, 32 of its 2048. Stop 62
+// doubled it: at 5 to 9 tokens of 7168 columns the calls went to Fp8Tile's
+// ten-instruction widening or the panel, which the widened tiles now beat
+// (8 tokens, two threads from DRAM: 83 GFLOP/s against the panel's 65).
+constexpr int64_t kWideFloats = 65536;
 
 constexpr float kTwo112 = 0x1p112f;
 constexpr int kSignExpMant = int(0x87F00000u);  // the bits a widened byte keeps
