@@ -189,20 +189,25 @@ inline void with_tokens(int64_t n, F&& f) {
 // Q5_K, Q6_K and Q4_K + Q6_K at batch 1, ten alternated runs, of a plain
 // read, medians: at reads of 52-60 GB/s 0.63-0.89 -> 0.67-0.93, below 35
 // within -5.5% to +4%).
+//
+// Always inlined, as are prefetch_next_rows and its loop's asm: GCC counts
+// a prefetch as having no effect (prefetch_kept_test.sh), took these
+// members for const functions and dropped every call, so until stop 62 the
+// tiles built on them asked for nothing (docs/cpu-kernels.md, stop 62).
 constexpr size_t kPrefetch = 2048;
 struct Ahead {
   size_t row_bytes = 0;  // bytes of one weight row
   intptr_t next = 0;     // from a row to the same row of the next tile
   bool to_caller = false;  // next leads from the call's last tile to the caller's then_rows
   bool ask = true;         // asks_for_stream (row_dot.h): false leaves the rows to the CPU
-  void at(const uint8_t* row, size_t pos) const {
+  [[gnu::always_inline]] void at(const uint8_t* row, size_t pos) const {
     if (!ask) return;
     const size_t t = pos + kPrefetch;
     const uintptr_t q = t < row_bytes ? uintptr_t(row) + t : uintptr_t(row) + uintptr_t(next) + (t - row_bytes);
     _mm_prefetch(reinterpret_cast<const char*>(q), _MM_HINT_T0);
   }
   // One prefetch per 64 bytes of a step of `step` bytes at `pos`.
-  void step(const uint8_t* row, size_t pos, size_t step_bytes) const {
+  [[gnu::always_inline]] void step(const uint8_t* row, size_t pos, size_t step_bytes) const {
     for (size_t o = 0; o < step_bytes; o += 64) at(row, pos + o);
   }
 };
@@ -276,7 +281,7 @@ void tile(const RowDotParams& p, const int64_t (&rows)[R], int64_t t, const Ahea
 // of the next tile's rows (to L2; the in-row prefetch then brings them to
 // L1), and the next tile starts warm.
 template <int R>
-void prefetch_next_rows(const RowDotParams& p, const int64_t (&rows)[R], const Ahead& ah,
+[[gnu::always_inline]] inline void prefetch_next_rows(const RowDotParams& p, const int64_t (&rows)[R], const Ahead& ah,
                         int64_t share, int64_t shares) {
   const size_t span = (ah.row_bytes + 63) / 64, b0 = span * size_t(share) / size_t(shares),
                b1 = span * size_t(share + 1) / size_t(shares);
@@ -284,7 +289,10 @@ void prefetch_next_rows(const RowDotParams& p, const int64_t (&rows)[R], const A
   for (int i = 0; i < R; ++i) {
     // In integers: next may lead below the row or out of the mapping.
     const uintptr_t next = uintptr_t(p.w + size_t(rows[i]) * p.w_row_stride) + uintptr_t(ah.next);
-    for (size_t b = b0; b < b1; ++b) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * b), _MM_HINT_T1);
+    for (size_t b = b0; b < b1; ++b) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + 64 * b), _MM_HINT_T1);
+      asm volatile("");  // a loop of prefetches alone is deleted (-ffinite-loops)
+    }
   }
 }
 
@@ -319,7 +327,11 @@ void drive(const RowDotParams& p) {
   // Each stream's next row is the next one; the last rows run on into the
   // caller's next rows (then_rows), when given.
   Ahead ah{row_bytes, intptr_t(p.w_row_stride)};
-  ah.ask = asks_for_stream(p);
+  // Two tokens stream as one does: where the CPU's prefetchers read one
+  // token's rows (a Zen 4's), our requests slowed avx2's BF16 pairs at two
+  // tokens by 0.76-0.89 (stop 62; two threads over matrices from DRAM,
+  // alternated in one process); Q8_0 and FP8 ran within +-5% either way.
+  ah.ask = p.n_tokens > 2 ? true : p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
   for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
     const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,
