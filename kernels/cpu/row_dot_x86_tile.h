@@ -199,7 +199,7 @@ struct Ahead {
   size_t row_bytes = 0;  // bytes of one weight row
   intptr_t next = 0;     // from a row to the same row of the next tile
   bool to_caller = false;  // next leads from the call's last tile to the caller's then_rows
-  bool ask = true;         // asks_for_stream (row_dot.h): false leaves the rows to the CPU
+  bool ask = true;         // false leaves the rows to the CPU (drive() decides)
   [[gnu::always_inline]] void at(const uint8_t* row, size_t pos) const {
     if (!ask) return;
     const size_t t = pos + kPrefetch;
@@ -327,11 +327,13 @@ void drive(const RowDotParams& p) {
   // Each stream's next row is the next one; the last rows run on into the
   // caller's next rows (then_rows), when given.
   Ahead ah{row_bytes, intptr_t(p.w_row_stride)};
-  // Two tokens stream as one does: where the CPU's prefetchers read one
-  // token's rows (a Zen 4's), our requests slowed avx2's BF16 pairs at two
-  // tokens by 0.76-0.89 (stop 62; two threads over matrices from DRAM,
-  // alternated in one process); Q8_0 and FP8 ran within +-5% either way.
-  ah.ask = p.n_tokens > 2 ? true : p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
+  // Two tokens stream as one does (not asks_for_stream's rule): where the
+  // CPU's prefetchers read one token's rows (a Zen 4's), our requests slowed
+  // avx2's BF16 pairs at two tokens by 0.76-0.89 (stop 62; two threads over
+  // matrices from DRAM, alternated in one process); Q8_0 and FP8 ran within
+  // +-5% either way. On a Zen 4 these tiles' one and two tokens thus run as
+  // every call did before stop 62, when the compiler had dropped the requests.
+  ah.ask = p.n_tokens > 2 || p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
   for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
     const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,
