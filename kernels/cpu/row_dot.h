@@ -90,7 +90,8 @@ using RowDotFn = void (*)(const RowDotParams&);
 // tokens always (their tiles were tuned with their requests; on a Zen 4
 // without them some rows gained and some lost, stop 59), for one token where
 // the CPU's prefetchers do not keep DRAM busy alone (cpu_prefetch()). The
-// rowmajor tiles (row_dot_x86_tile.h's driver) treat two tokens as one.
+// rowmajor tiles (row_dot_x86_tile.h's driver) follow cpu_prefetch() at
+// every token count.
 inline bool asks_for_stream(const RowDotParams& p) {
   return p.n_tokens > 1 || p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
 }

@@ -327,13 +327,16 @@ void drive(const RowDotParams& p) {
   // Each stream's next row is the next one; the last rows run on into the
   // caller's next rows (then_rows), when given.
   Ahead ah{row_bytes, intptr_t(p.w_row_stride)};
-  // Two tokens stream as one does (not asks_for_stream's rule): where the
-  // CPU's prefetchers read one token's rows (a Zen 4's), our requests slowed
-  // avx2's BF16 pairs at two tokens by 0.76-0.89 (stop 62; two threads over
-  // matrices from DRAM, alternated in one process); Q8_0 and FP8 ran within
-  // +-5% either way. On a Zen 4 these tiles' one and two tokens thus run as
-  // every call did before stop 62, when the compiler had dropped the requests.
-  ah.ask = p.n_tokens > 2 || p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
+  // These tiles ask for their rows at every token count where the profile
+  // asks for one token's (cpu_prefetch(); not asks_for_stream's rule), and
+  // leave them to the CPU on a Zen 4. From stop 59 to 62 the compiler had
+  // dropped the requests, so a Zen 4 ran them without; put back there, they
+  // slowed avx512bf16's BF16 tiles at 3, 4 and 8 tokens to 0.76-0.95 (two
+  // threads over matrices from DRAM, alternated in one process), and forced
+  // avx2's BF16 pairs at 2 tokens to 0.76-0.89 (at 8: 1.05-1.12); Q8_0 and
+  // FP8 ran within +-5% either way (docs/cpu-kernels.md, stop 62). Other
+  // CPUs keep the requests they were tuned with before stop 59.
+  ah.ask = p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
   for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
     const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,
