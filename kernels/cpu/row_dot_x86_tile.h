@@ -184,16 +184,17 @@ inline void with_tokens(int64_t n, F&& f) {
 // leave DRAM idle part of the time (one core, BF16 GEMV: 22.7 GB/s without,
 // 31.9 GB/s with 2 KiB ahead). Near a row's end the target moves on to the
 // same row of the next tile (`next` bytes further), so short rows (a down
-// projection's 2 KiB) do not start cold. Prefetches never fault. One token
-// on a Zen 4 leaves the rows to its prefetchers (asks_for_stream; stop 59:
-// Q5_K, Q6_K and Q4_K + Q6_K at batch 1, ten alternated runs, of a plain
-// read, medians: at reads of 52-60 GB/s 0.63-0.89 -> 0.67-0.93, below 35
-// within -5.5% to +4%).
+// projection's 2 KiB) do not start cold. Prefetches never fault. A Zen 4
+// leaves the rows to its prefetchers (cpu_prefetch(); see drive()).
 //
 // Always inlined, as are prefetch_next_rows and its loop's asm: GCC counts
 // a prefetch as having no effect (prefetch_kept_test.sh), took these
-// members for const functions and dropped every call, so until stop 62 the
-// tiles built on them asked for nothing (docs/cpu-kernels.md, stop 62).
+// members for const functions and dropped every call, so from stop 59 to 62
+// the tiles built on them asked for nothing (docs/cpu-kernels.md, stop 62;
+// stop 59's batch-1 measure of leaving the rows to a Zen 4 thus held for
+// every token count: Q5_K, Q6_K and Q4_K + Q6_K, ten alternated runs, of a
+// plain read, at reads of 52-60 GB/s 0.63-0.89 -> 0.67-0.93, below 35
+// within -5.5% to +4%).
 constexpr size_t kPrefetch = 2048;
 struct Ahead {
   size_t row_bytes = 0;  // bytes of one weight row
