@@ -118,16 +118,9 @@ struct PairTile {
   static void run(const RowDotParams& p, const int64_t*, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
     if constexpr (R == 4 && T >= 3) {
-      // drive() gives the rows a quarter of the call apart: w[2] - w[0] ==
-      // w[3] - w[1]; ah.next leads from each row to its own in the next
-      // tile (one row on), or, in a call's last tile, from the last row to
-      // the caller's next rows (then_rows), which the second pass keeps.
-      const intptr_t half = intptr_t(w[2] - w[0]);
-      Ahead first = ah, second = ah;
-      first.next = half;
-      if (!ah.to_caller) second.next = ah.next - half;
-      pair_dots<2, T>(p.cols, w, a, out, first);
-      pair_dots<2, T>(p.cols, w + 2, a, out + 2, second);
+      const TwoPassAhead pass(w, ah);
+      pair_dots<2, T>(p.cols, w, a, out, pass.first);
+      pair_dots<2, T>(p.cols, w + 2, a, out + 2, pass.second);
     } else {
       pair_dots<R, T>(p.cols, w, a, out, ah);
     }

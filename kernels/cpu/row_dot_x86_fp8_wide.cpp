@@ -101,26 +101,22 @@ struct WideSpan {
 };
 // A tile of 4 rows by 3 or 4 tokens at avx2 runs as two passes of 2 rows
 // (as row_dot_x86_bf16_pairs.cpp's): its 4 x 4 block sums and running sums
-// would need 32 of AVX2's 16 registers, and spilled in the loop. The first
-// pass's prefetches run on into the second pass's rows, the second's into
-// the next tile's. One thread, weights in L2 (256 x 2048), best of 8
-// alternated runs: 3 tokens 47 -> 60 GFLOP/s, 4 to 12 tokens 57 -> 66 (of a
-// 116 peak); two threads from DRAM, DeepSeek-V3's 7168 columns at 4 tokens,
-// 121 (docs/cpu-kernels.md, stop 62). The same sums in the same order, so
-// the same floats.
+// would need 32 of AVX2's 16 registers, and spilled in the loop (the
+// passes' prefetches: TwoPassAhead, row_dot_x86_tile.h). One thread,
+// weights in L2 (256 x 2048), best of 8 alternated runs: 3 tokens 47 -> 60
+// GFLOP/s, 4 to 12 tokens 57 -> 66 (of a 116 peak); two threads from DRAM,
+// DeepSeek-V3's 7168 columns at 4 tokens, 121 (docs/cpu-kernels.md, stop
+// 62). The same sums in the same order, so the same floats.
 template <bool kScaledX, int R, int T>
 struct WideTile {
   using Span = WideSpan<kScaledX>;
   static void run(const RowDotParams& p, const int64_t* rows, const uint8_t* const* w, const uint8_t* const* a,
                   float (&out)[R][T], const Ahead& ah) {
     if constexpr (kLanes == 8 && R == 4 && T >= 3) {
-      const intptr_t half = intptr_t(w[2] - w[0]);
-      Ahead first = ah, second = ah;
-      first.next = half;
-      if (!ah.to_caller) second.next = ah.next - half;
+      const TwoPassAhead pass(w, ah);
       float o[2][2][T];
-      Fp8BlockTile<Span, 256.0f, 2, T>::run(p, rows, w, a, o[0], first);
-      Fp8BlockTile<Span, 256.0f, 2, T>::run(p, rows + 2, w + 2, a, o[1], second);
+      Fp8BlockTile<Span, 256.0f, 2, T>::run(p, rows, w, a, o[0], pass.first);
+      Fp8BlockTile<Span, 256.0f, 2, T>::run(p, rows + 2, w + 2, a, o[1], pass.second);
       for (int i = 0; i < R; ++i)
         for (int j = 0; j < T; ++j) out[i][j] = o[i / 2][i % 2][j];
     } else {

@@ -213,6 +213,21 @@ struct Ahead {
   }
 };
 
+// A tile of 4 rows run as two passes of 2 (rows 0, 1 then 2, 3), where its
+// sums do not fit the registers at once: the passes' Aheads. drive() gives
+// the rows a quarter of the call apart (w[2] - w[0] == w[3] - w[1]); the
+// first pass's prefetches run on into the second pass's rows, the second's
+// into the next tile's first rows (ah.next leads one row on), or, in a
+// call's last tile, into the caller's then_rows, which it keeps.
+struct TwoPassAhead {
+  Ahead first, second;
+  TwoPassAhead(const uint8_t* const* w, const Ahead& ah) : first(ah), second(ah) {
+    const intptr_t half = intptr_t(w[2] - w[0]);
+    first.next = half;
+    if (!ah.to_caller) second.next = ah.next - half;
+  }
+};
+
 // ---- FP8's scale blocks ----------------------------------------------------------
 // A tile (see below) of FP8 rows: Span::template run<R, T>(p, rows, w, a, c0,
 // c1, blk, ah) adds columns c0..c1 (one scale block) of each row and token
