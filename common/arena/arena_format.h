@@ -32,8 +32,9 @@ inline constexpr uint32_t kFormatVersion = 1;
 // (bf16_x16 where a tensor's values do not code); 10: Q5_K and Q6_K
 // slices as q5_k_x4 and q6_k_x4 from avx512 up; 11: those from avx2 up (the
 // same bytes a layout name holds; an avx2 arena of version 10 keeps Q5_K and
-// Q6_K rows). Arena::open refuses another.
-inline constexpr uint32_t kLayoutVersion = 11;
+// Q6_K rows); 12: bf16_x16z's first 17 exceptions of a unit in its core's
+// header (bf16_x16z.h). Arena::open refuses another.
+inline constexpr uint32_t kLayoutVersion = 12;
 inline constexpr uint64_t kHeaderBytes = 4096;
 
 enum class ArenaState : uint32_t { kBuilding = 1, kReady = 2 };

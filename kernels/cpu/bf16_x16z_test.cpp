@@ -50,6 +50,12 @@ std::vector<uint16_t> gaussian_rows(int64_t rows, int64_t cols, std::mt19937& rn
   }
   if (rows >= 32)
     for (int64_t r = 16; r < 24; ++r) w[size_t(r * cols + 2 * (r % 3))] = bf16_bits(1e-20f * float(r));
+  // Row group 2's first unit: more than its header holds, the rest in its spare.
+  if (rows >= 64)
+    for (int64_t r = 32; r < 48; ++r) {
+      w[size_t(r * cols + (r * 7) % 128)] = bf16_bits(-1e-25f * float(r));
+      w[size_t(r * cols + 64 + (r * 11) % 64)] = 0;
+    }
   return w;
 }
 
@@ -91,10 +97,24 @@ TEST(Bf16X16Z, CodesEveryValueBackBitForBit) {
     std::memcpy(&mask, core.data(), 8);
     const int n = core[10] | core[11] << 8;
     uint64_t want = 0;
-    for (int k = 0; k < n; ++k) want |= uint64_t(1) << ((spare[3 * size_t(k)] | spare[3 * size_t(k) + 1] << 8) / 32);
+    for (int k = 0; k < n; ++k) {
+      const uint8_t* x = bf16_x16z_exception(core.data(), spare.data(), k);
+      want |= uint64_t(1) << ((x[0] | x[1] << 8) / 32);
+    }
     EXPECT_EQ(mask, want);
+    // The first 17 in the header, the rest in the spare, whose bytes after
+    // them are zeros (and so is all of it when the header holds them all).
+    const size_t in_spare = 3 * size_t(std::max(0, n - kBf16X16ZInline));
+    EXPECT_TRUE(std::all_of(spare.begin() + std::ptrdiff_t(in_spare), spare.end(), [](uint8_t b) { return b == 0; }));
+    if (n > kBf16X16ZInline) {
+      EXPECT_NE(std::count(spare.begin(), spare.begin() + std::ptrdiff_t(in_spare), 0), std::ptrdiff_t(in_spare));
+    }
+    EXPECT_EQ(core[12 + 3 * std::min(n, kBf16X16ZInline)], 0);
     if (kind == 0 || kind == 1) {
       EXPECT_LE(n, 2);
+    }
+    if (kind >= 3) {  // some in the spare
+      EXPECT_GT(n, kBf16X16ZInline);
     }
     if (kind == 3) {
       EXPECT_EQ(mask & (uint64_t(3) << 10), uint64_t(3) << 10);
@@ -168,6 +188,10 @@ TEST(Bf16X16Z, RowDotsAgreeWithRowmajorAtEveryLevel) {
       const std::vector<uint8_t> w = bytes_of(wv);
       std::vector<uint8_t> z = w;
       repack_rows(WeightLayout::kBf16X16Z, type, z.data(), rows, cols);
+      if (rows >= 64) {  // the kernels read that unit's spare
+        const uint8_t* core = z.data() + bf16_x16z_core_at(cols / kBf16X16ZCols, 2, 0);
+        EXPECT_GT(core[10] | core[11] << 8, kBf16X16ZInline);
+      }
       const size_t row_bytes = 2 * size_t(cols);
       for (int64_t tokens : {1, 2, 3, 4, 5, 8, 9, 12, 17}) {
         const Activations a = random_activations(type, tokens, cols, rng);

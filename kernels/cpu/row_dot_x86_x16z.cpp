@@ -74,15 +74,16 @@ inline __m512i code_shift() {
                           0);
 }
 
-// Vector pair i of a unit patched from its exceptions (bf16_x16z.h): about
-// one pair in 100 in Gaussian weights. In registers, with no call: a call
+// Vector pair i of a unit patched from its exceptions (bf16_x16z.h: in its
+// header, after 17 in its spare): about one pair in 100 in Gaussian weights.
+// In registers, with no call: a call
 // would clobber every vector register, and the compiler then keeps the sums
 // in memory throughout (a store of each decoded vector and a third of the
 // sums on the stack: one token at 0.7 of bf16_x16's speed).
 inline void patch_pair(const Unit& un, int64_t i, __m512bh& v0, __m512bh& v1) {
   const int n = std::min(un.core[10] | un.core[11] << 8, kBf16X16ZMaxExceptions);  // a damaged count: no further
   for (int k = 0; k < n; ++k) {
-    const uint8_t* x = un.spare + 3 * size_t(k);
+    const uint8_t* x = bf16_x16z_exception(un.core, un.spare, k);
     const int pos = x[0] | x[1] << 8, v = pos / 32;
     if (v / 2 != i) continue;
     const __mmask64 byte = __mmask64(1) << (2 * (pos % 32) + 1);
@@ -142,20 +143,22 @@ constexpr size_t kDecodeAhead = 2 * kCore;
 // 2 alone 0.870/0.839, 3 alone 0.867 then 0.847, the far one as T2 0.797.
 constexpr size_t kDecodeFar = 3 * kCore;
 
-// A unit's exceptions sit in its spare, after all the matrix's cores: a
-// quarter of Gaussian units have one, and the patch's load of the spare,
-// outside the stream, missed the caches and stalled the loop. So a unit
-// asks for the next unit's spare line when that unit's mask (in its header,
-// already in the caches) says it will need it. One thread, 200 Qwen3-30B-A3B
-// gates (768 x 2048) from DRAM, coded GB/s against a plain read of the
-// cores: one token 24.4 -> 28.4 of 30.5 (downs, 2048 x 768: 23.7 -> 27.1 of
+// A unit's exceptions after the header's 17 sit in its spare, after all the
+// matrix's cores; the patch's load of the spare, outside the stream, missed
+// the caches and stalled the loop. So a unit asks for the next unit's spare
+// line when that unit's count (in its header, already in the caches) says it
+// will need it. Before layout version 12 every exception sat there (a
+// quarter of Gaussian units had one), and this was measured then: one
+// thread, 200 Qwen3-30B-A3B gates (768 x 2048) from DRAM, coded GB/s against
+// a plain read of the cores: one token 24.4 -> 28.4 of 30.5 (downs, 2048 x 768: 23.7 -> 27.1 of
 // 28.5); DeepSeek-V3's gate (2048 x 7168) at 8 tokens 19.8 -> 24.7-27.8 of
 // 29.2; exception-free weights 29-31 either way. Two units ahead, from a
 // header not yet in the caches: 22.4 at 8 tokens. Always inlined: GCC 12
 // takes a function whose only effect is a prefetch for one without effects
 // and drops the call.
 [[gnu::always_inline]] inline void fetch_next_spare(const Unit& un) {
-  if (unit_mask(un.core + kCore))
+  const uint8_t* next = un.core + kCore;
+  if ((next[10] | next[11] << 8) > kBf16X16ZInline)
     _mm_prefetch(reinterpret_cast<const char*>(un.spare + kBf16X16ZSpare), _MM_HINT_T0);
 }
 
