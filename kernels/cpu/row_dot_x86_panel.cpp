@@ -41,8 +41,10 @@ constexpr int kRows = 12;            // rows of a panel
 // The fewest tokens a call needs to come here. One thread, weights in L2
 // (the tiles: 49 GFLOP/s, 33 where the activations do not fit
 // row_dot_x86_fp8_wide.cpp's buffer): 59 at 16 tokens, 39-46 at 8-12; 42 at
-// 8 of 7168 columns.
-constexpr int64_t kMinTokens = 16, kUnwidenedMinTokens = 8;
+// 8 of 7168 columns. Against stop 62's widened tiles (two threads, 1536-row
+// matrices from DRAM, alternated, two rounds): 15 tokens 1.02-1.08x (2048
+// and 4096 columns), 13-14 0.84-1.04x, 12 0.83-0.88x.
+constexpr int64_t kMinTokens = 15, kUnwidenedMinTokens = 8;
 
 // Transposes 8 vectors of 8 floats: vector i lane j -> r[j] lane i.
 inline void transpose8(VF (&r)[8]) {
