@@ -76,10 +76,10 @@ inline __m512i code_shift() {
 
 // Vector pair i of a unit patched from its exceptions (bf16_x16z.h: in its
 // header, after 17 in its spare): about one pair in 100 in Gaussian weights.
-// In registers, with no call: a call
-// would clobber every vector register, and the compiler then keeps the sums
-// in memory throughout (a store of each decoded vector and a third of the
-// sums on the stack: one token at 0.7 of bf16_x16's speed).
+// In registers, with no call: a call would clobber every vector register,
+// and the compiler then keeps the sums in memory throughout (a store of each
+// decoded vector and a third of the sums on the stack: one token at 0.7 of
+// bf16_x16's speed).
 inline void patch_pair(const Unit& un, int64_t i, __m512bh& v0, __m512bh& v1) {
   const int n = std::min(un.core[10] | un.core[11] << 8, kBf16X16ZMaxExceptions);  // a damaged count: no further
   for (int k = 0; k < n; ++k) {
@@ -150,9 +150,9 @@ constexpr size_t kDecodeFar = 3 * kCore;
 // will need it. Before layout version 12 every exception sat there (a
 // quarter of Gaussian units had one), and this was measured then: one
 // thread, 200 Qwen3-30B-A3B gates (768 x 2048) from DRAM, coded GB/s against
-// a plain read of the cores: one token 24.4 -> 28.4 of 30.5 (downs, 2048 x 768: 23.7 -> 27.1 of
-// 28.5); DeepSeek-V3's gate (2048 x 7168) at 8 tokens 19.8 -> 24.7-27.8 of
-// 29.2; exception-free weights 29-31 either way. Two units ahead, from a
+// a plain read of the cores: one token 24.4 -> 28.4 of 30.5 (downs, 2048 x
+// 768: 23.7 -> 27.1 of 28.5); DeepSeek-V3's gate (2048 x 7168) at 8 tokens
+// 19.8 -> 24.7-27.8 of 29.2; exception-free weights 29-31 either way. Two units ahead, from a
 // header not yet in the caches: 22.4 at 8 tokens. Always inlined: GCC 12
 // takes a function whose only effect is a prefetch for one without effects
 // and drops the call.
