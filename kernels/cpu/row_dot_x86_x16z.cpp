@@ -116,6 +116,20 @@ inline void fetch_chunk(const uint8_t* core, int64_t j, size_t ahead) {
   _mm_prefetch(reinterpret_cast<const char*>(p + 128), Hint);
 }
 constexpr size_t kStreamAhead = 3072;
+// The first pass of a step of several (9 tokens or more) on a CPU whose
+// prefetch profile is `hardware` (a Zen 4) asks half as far ahead. Stop 63,
+// that Zen 4, two threads over 16 coded 2048 x 7168 or 200 coded 768 x 2048
+// matrices from DRAM (reads of 30-35 GB/s), of a plain read alternated in
+// rounds: 10 tokens 0.72-0.79 -> 0.76-0.85, 12 0.66-0.71 -> 0.73-0.77, 16
+// 0.53-0.56 -> 0.55-0.60; 768, 1024 and 2048 bytes as 1536, 6144 nearly so
+// (12 tokens at reads of 46-51: 0.49-0.55 where 3072 took 0.45-0.50). One
+// pass (up to 8 tokens) stays at 3072, the best there (4 tokens 0.93-0.97
+// against 0.82-0.95, 8 tokens 0.85-0.95 against 0.81-0.94). The layer, the
+// two alternated by repetition in one process (five runs): DeepSeek-V3 at
+// 16 and 32 tokens 1.02-1.06x, Qwen3-30B-A3B 1.00-1.04x and 0.98-1.08x, 256
+// tokens (bound by the arithmetic here) 0.98-1.03x and 1.00x. Zen 5 and
+// other CPUs keep 3072: unmeasured.
+constexpr size_t kStepStreamAhead = 1536;
 // One token prefetches two cores ahead. One thread over a 16384 x 7168
 // matrix from DRAM, values per second against bf16_x16's in the same
 // process, three rounds: hardware prefetches alone 0.72-0.79, two cores
@@ -228,7 +242,7 @@ struct ZTile {
 // latency.
 template <int G, int NT, bool kStreams>
 void z_tile(const ZTile& tg, int64_t u0, int64_t u1, const uint8_t* const* a, float* const* y, bool first,
-            int share, int shares) {
+            int share, int shares, size_t ahead) {
   constexpr int C = NT <= 4 ? 2 : 1;
   __m512 acc[C][NT][G];
 #pragma GCC unroll 8
@@ -255,7 +269,7 @@ void z_tile(const ZTile& tg, int64_t u0, int64_t u1, const uint8_t* const* a, fl
     for (int j = 0; j < 16; ++j) {
 #pragma GCC unroll 3
       for (int g = 0; g < G; ++g) {
-        if constexpr (kStreams) fetch_chunk<_MM_HINT_T0>(z[g].core, j, kStreamAhead);
+        if constexpr (kStreams) fetch_chunk<_MM_HINT_T0>(z[g].core, j, ahead);
         if (shares > 0 && j % shares == share) fetch_chunk<_MM_HINT_T2>(z[g].core, j, kUnitsPerStep * kCore);
       }
 #pragma GCC unroll 2
@@ -322,9 +336,10 @@ void z_tokens(const RowDotParams& p, const Step& st, int64_t t0, int pass, int p
   const bool first = st.u0 == 0;
   const int shares = passes > 1 ? passes : 0;  // one pass: the step is the rows' whole width
   if (pass == 0)
-    z_tile<G, NT, true>(tg, st.u0, st.u1, a, y, first, 0, shares);
+    z_tile<G, NT, true>(tg, st.u0, st.u1, a, y, first, 0, shares,
+                        passes > 1 && !asks_for_stream(p) ? kStepStreamAhead : kStreamAhead);
   else
-    z_tile<G, NT, false>(tg, st.u0, st.u1, a, y, first, pass, shares);
+    z_tile<G, NT, false>(tg, st.u0, st.u1, a, y, first, pass, shares, kStreamAhead);
 }
 
 // The tokens in passes of balanced sizes (9 as 5 + 4, 12 as 6 + 6): a pass
