@@ -86,14 +86,17 @@ struct RowDotParams {
 
 using RowDotFn = void (*)(const RowDotParams&);
 
+// The call's prefetch profile: its own (tests, benchmarks) or the CPU's.
+inline CpuPrefetch prefetch_profile(const RowDotParams& p) { return p.prefetch.value_or(cpu_prefetch()); }
+
 // Whether a kernel asks for its weight stream's lines itself: for several
 // tokens always (their tiles were tuned with their requests; on a Zen 4
 // without them some rows gained and some lost, stop 59), for one token where
 // the CPU's prefetchers do not keep DRAM busy alone (cpu_prefetch()). The
-// rowmajor tiles (row_dot_x86_tile.h's driver) follow cpu_prefetch() at
-// every token count.
+// rowmajor tiles (row_dot_x86_tile.h's driver) follow the profile at every
+// token count.
 inline bool asks_for_stream(const RowDotParams& p) {
-  return p.n_tokens > 1 || p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
+  return p.n_tokens > 1 || prefetch_profile(p) == CpuPrefetch::kSoftware;
 }
 
 inline const uint8_t* activation_row(const RowDotParams& p, int64_t t) {

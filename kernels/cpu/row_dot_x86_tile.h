@@ -352,7 +352,7 @@ void drive(const RowDotParams& p) {
   // avx2's BF16 pairs at 2 tokens to 0.76-0.89 (at 8: 1.05-1.12); Q8_0 and
   // FP8 ran within +-5% either way (docs/cpu-kernels.md, stop 62). Other
   // CPUs keep the requests they were tuned with before stop 59.
-  ah.ask = p.prefetch.value_or(cpu_prefetch()) == CpuPrefetch::kSoftware;
+  ah.ask = prefetch_profile(p) == CpuPrefetch::kSoftware;
   for (int64_t i = 0; i < 4 && q > 0; ++i) prefetch_row_start(p, p.row_begin + i * q);
   for (int64_t j = 0; j < q; ++j) {
     const int64_t rows[4] = {p.row_begin + j, p.row_begin + q + j, p.row_begin + 2 * q + j,

@@ -125,10 +125,10 @@ constexpr size_t kStreamAhead = 3072;
 // (12 tokens at reads of 46-51: 0.49-0.55 where 3072 took 0.45-0.50). One
 // pass (up to 8 tokens) stays at 3072, the best there (4 tokens 0.93-0.97
 // against 0.82-0.95, 8 tokens 0.85-0.95 against 0.81-0.94). The layer, the
-// two alternated by repetition in one process (five runs): DeepSeek-V3 at
-// 16 and 32 tokens 1.02-1.06x, Qwen3-30B-A3B 1.00-1.04x and 0.98-1.08x, 256
-// tokens (bound by the arithmetic here) 0.98-1.03x and 1.00x. Zen 5 and
-// other CPUs keep 3072: unmeasured.
+// two alternated by repetition in one process (five runs, reads of 32-59):
+// DeepSeek-V3 at 16, 32 and 256 tokens 1.00-1.04x, 1.00-1.05x and
+// 1.03-1.07x (68-71 -> 70-75% of the peak), Qwen3-30B-A3B 1.01-1.06x,
+// 1.01-1.05x and 1.04-1.06x. Zen 5 and other CPUs keep 3072: unmeasured.
 constexpr size_t kStepStreamAhead = 1536;
 // One token prefetches two cores ahead. One thread over a 16384 x 7168
 // matrix from DRAM, values per second against bf16_x16's in the same
@@ -166,10 +166,10 @@ constexpr size_t kDecodeFar = 3 * kCore;
 // thread, 200 Qwen3-30B-A3B gates (768 x 2048) from DRAM, coded GB/s against
 // a plain read of the cores: one token 24.4 -> 28.4 of 30.5 (downs, 2048 x
 // 768: 23.7 -> 27.1 of 28.5); DeepSeek-V3's gate (2048 x 7168) at 8 tokens
-// 19.8 -> 24.7-27.8 of 29.2; exception-free weights 29-31 either way. Two units ahead, from a
-// header not yet in the caches: 22.4 at 8 tokens. Always inlined: GCC 12
-// takes a function whose only effect is a prefetch for one without effects
-// and drops the call.
+// 19.8 -> 24.7-27.8 of 29.2; exception-free weights 29-31 either way. Two
+// units ahead, from a header not yet in the caches: 22.4 at 8 tokens. Always
+// inlined: GCC 12 takes a function whose only effect is a prefetch for one
+// without effects and drops the call.
 [[gnu::always_inline]] inline void fetch_next_spare(const Unit& un) {
   const uint8_t* next = un.core + kCore;
   if ((next[10] | next[11] << 8) > kBf16X16ZInline)
@@ -337,7 +337,7 @@ void z_tokens(const RowDotParams& p, const Step& st, int64_t t0, int pass, int p
   const int shares = passes > 1 ? passes : 0;  // one pass: the step is the rows' whole width
   if (pass == 0)
     z_tile<G, NT, true>(tg, st.u0, st.u1, a, y, first, 0, shares,
-                        passes > 1 && !asks_for_stream(p) ? kStepStreamAhead : kStreamAhead);
+                        passes > 1 && prefetch_profile(p) == CpuPrefetch::kHardware ? kStepStreamAhead : kStreamAhead);
   else
     z_tile<G, NT, false>(tg, st.u0, st.u1, a, y, first, pass, shares, kStreamAhead);
 }
