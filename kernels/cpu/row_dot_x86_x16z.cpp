@@ -127,7 +127,7 @@ constexpr size_t kStreamAhead = 3072;
 // against 0.82-0.95, 8 tokens 0.85-0.95 against 0.81-0.94). The layer, the
 // two alternated by repetition in one process (five runs, reads of 32-59):
 // DeepSeek-V3 at 16, 32 and 256 tokens 1.00-1.04x, 1.00-1.05x and
-// 1.03-1.07x (68-71 -> 70-75% of the peak), Qwen3-30B-A3B 1.01-1.06x,
+// 1.03-1.07x (65-71 -> 68-75% of the peak), Qwen3-30B-A3B 1.01-1.06x,
 // 1.01-1.05x and 1.04-1.06x. Zen 5 and other CPUs keep 3072: unmeasured.
 constexpr size_t kStepStreamAhead = 1536;
 // One token prefetches two cores ahead. One thread over a 16384 x 7168
