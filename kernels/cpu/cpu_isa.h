@@ -77,10 +77,11 @@ CpuIsa choose_isa_from_environment();
 // runs, of a plain read (medians): BF16 0.91 -> 1.01 (DeepSeek-V3) and
 // 0.92 -> 0.99 (Qwen3) at reads of 30-35 GB/s, Qwen3 0.63 -> 0.97 at 54;
 // FP8 0.94-0.98 -> 1.02-1.03, Q8_0 0.93-0.95 -> 0.95-0.99 (0.76 -> 0.91 at
-// 57), Q4_K 0.96-0.99 -> 0.98-1.04 (0.88 -> 1.06 at 55). Several tokens'
-// tiles keep their requests (asks_for_stream, row_dot.h; not the rowmajor
-// tiles, row_dot_x86_tile.h, stop 62). kSoftware: the
-// kernels ask; kHardware: they leave it to the CPU.
+// 57), Q4_K 0.96-0.99 -> 0.98-1.04 (0.88 -> 1.06 at 55). The tiles of
+// more tokens keep their requests from 5 tokens (the x16 layouts, stop 64)
+// or 2 (x4) (asks_for_stream, row_dot.h; not the rowmajor tiles,
+// row_dot_x86_tile.h, stop 62). kSoftware: the kernels ask; kHardware: they
+// leave it to the CPU.
 enum class CpuPrefetch : uint8_t { kSoftware = 0, kHardware = 1 };
 // kHardware for AMD's family 19h with AVX-512 (Zen 4; measured); kSoftware
 // everywhere else (Zen 5 measured; the rest as the kernels were tuned).

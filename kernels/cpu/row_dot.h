@@ -89,14 +89,21 @@ using RowDotFn = void (*)(const RowDotParams&);
 // The call's prefetch profile: its own (tests, benchmarks) or the CPU's.
 inline CpuPrefetch prefetch_profile(const RowDotParams& p) { return p.prefetch.value_or(cpu_prefetch()); }
 
-// Whether a kernel asks for its weight stream's lines itself: for several
-// tokens always (their tiles were tuned with their requests; on a Zen 4
-// without them some rows gained and some lost, stop 59), for one token where
-// the CPU's prefetchers do not keep DRAM busy alone (cpu_prefetch()). The
-// rowmajor tiles (row_dot_x86_tile.h's driver) follow the profile at every
-// token count.
-inline bool asks_for_stream(const RowDotParams& p) {
-  return p.n_tokens > 1 || prefetch_profile(p) == CpuPrefetch::kSoftware;
+// Whether a kernel asks for its weight stream's lines itself: where the
+// CPU's prefetchers do not keep DRAM busy alone (cpu_prefetch()), and for
+// more than `hardware_tokens` tokens everywhere (the tiles of many tokens
+// were tuned with their requests; on a Zen 4 without them some rows gained
+// and some lost, stop 59). The x16 layouts' tiles (bf16_x16z, fp8_x16,
+// q8_0_x16) leave up to 4 tokens to a Zen 4's prefetchers (stop 64: the
+// layer at 32 tokens, the two alternated by repetition in one process, both
+// orders: Qwen3-30B-A3B BF16 1.03-1.11x, Q8_0 1.00-1.16x, FP8 1.02-1.03x,
+// DeepSeek-V3 0.99-1.12x; at 8 tokens 0.96-1.09x; tiles of 8 tokens lost
+// without them, so more than 4 still ask); the x4 layouts' tiles keep
+// asking from 2 (Q4_K at 32 tokens 0.98-1.02x without). The rowmajor tiles (row_dot_x86_tile.h's driver)
+// follow the profile at every token count.
+inline constexpr int64_t kX16HardwareStreamTokens = 4;
+inline bool asks_for_stream(const RowDotParams& p, int64_t hardware_tokens) {
+  return p.n_tokens > hardware_tokens || prefetch_profile(p) == CpuPrefetch::kSoftware;
 }
 
 inline const uint8_t* activation_row(const RowDotParams& p, int64_t t) {

@@ -120,7 +120,7 @@ void x16_tokens(const RowDotParams& p, int64_t r0, int64_t gstep, int64_t t0, in
   const Tile tl{p.w + size_t(r0) * p.w_row_stride, kFp8X16Rows * p.w_row_stride * size_t(gstep),
                 size_t(kFp8X16Rows * gstep), s,
                 p.n_tokens <= kPassTokens<kFp8X16TileGroups> ? kFewTokensAhead : kAhead};
-  if (t0 == 0 && asks_for_stream(p))  // the first pass streams the weights in
+  if (t0 == 0 && asks_for_stream(p, kX16HardwareStreamTokens))  // the first pass streams the weights in
     x16_tile<G, NT, true>(tl, b0, b1, a, y);
   else
     x16_tile<G, NT, false>(tl, b0, b1, a, y);

@@ -128,7 +128,7 @@ void x16_tokens(const RowDotParams& p, const Tokens& tk, int64_t r0, int64_t gst
   }
   const Tile tl{p.w + size_t(r0) * p.w_row_stride, kX16Rows * p.w_row_stride * size_t(gstep),
                 size_t(kX16Rows * gstep)};
-  if (t == 0 && asks_for_stream(p))  // the first pass streams the weights in
+  if (t == 0 && asks_for_stream(p, kX16HardwareStreamTokens))  // the first pass streams the weights in
     x16_tile<G, NT, true>(tl, b0, b1, tb, a, y);
   else
     x16_tile<G, NT, false>(tl, b0, b1, tb, a, y);

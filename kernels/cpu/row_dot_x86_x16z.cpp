@@ -15,7 +15,8 @@
 // sums; the decoding needs the registers bf16_x16's ninth token takes), each
 // unit's vectors decoded once per tile and used by every token; tokens that
 // take several passes go in steps of 8 units (1024 columns) so the later
-// passes find the step in L2. Both prefetch ahead in the cores' stream.
+// passes find the step in L2. Both prefetch ahead in the cores' stream
+// where asks_for_stream says (row_dot.h: not up to 4 tokens on a Zen 4).
 //
 // What it gives (docs/cpu-kernels.md, stop 50): in the layer 1.1-1.5 times
 // bf16_x16's values per second from batch 1 to 32 at the same reads, the
@@ -216,7 +217,7 @@ void decode_group(const RowDotParams& p, const Coded& m, int64_t row0, const uin
 void decode_rows(const RowDotParams& p) {
   const uint8_t* a = activation_row(p, 0);
   const Coded m(p);
-  const bool ask = asks_for_stream(p);
+  const bool ask = asks_for_stream(p, kX16HardwareStreamTokens);
   for (int64_t r = p.row_begin; r < p.row_end; r += kX16Rows)
     ask ? decode_group<true>(p, m, r, a) : decode_group<false>(p, m, r, a);
 }
@@ -267,7 +268,7 @@ void z_tile(const ZTile& tg, int64_t u0, int64_t u1, const uint8_t* const* a, fl
     for (int j = 0; j < 16; ++j) {
 #pragma GCC unroll 3
       for (int g = 0; g < G; ++g) {
-        if constexpr (kStreams) fetch_chunk<_MM_HINT_T0>(z[g].core, j, ahead);
+        if (kStreams && ahead > 0) fetch_chunk<_MM_HINT_T0>(z[g].core, j, ahead);
         if (shares > 0 && j % shares == share) fetch_chunk<_MM_HINT_T2>(z[g].core, j, kUnitsPerStep * kCore);
       }
 #pragma GCC unroll 2
@@ -350,9 +351,16 @@ void z_tokens(const RowDotParams& p, const Step& st, int64_t t0, int pass, int p
   const ZTile tg{m, st.r0, st.gstep, size_t(kX16Rows * st.gstep)};
   const bool first = st.u0 == 0;
   const int shares = passes > 1 ? passes : 0;  // one pass: the step is the rows' whole width
+  // The first pass streams the weights in: `ahead` bytes ahead, or, for the
+  // few tokens a Zen 4's prefetchers take better alone (asks_for_stream), 0,
+  // no requests (one pass only: more than 4 tokens always ask).
+  size_t ahead = kStreamAhead;
+  if (!asks_for_stream(p, kX16HardwareStreamTokens))
+    ahead = 0;
+  else if (passes > 1 && prefetch_profile(p) == CpuPrefetch::kHardware)
+    ahead = kStepStreamAhead;
   if (pass == 0)
-    z_tile<G, NT, true>(tg, st.u0, st.u1, a, y, first, 0, shares,
-                        passes > 1 && prefetch_profile(p) == CpuPrefetch::kHardware ? kStepStreamAhead : kStreamAhead);
+    z_tile<G, NT, true>(tg, st.u0, st.u1, a, y, first, 0, shares, ahead);
   else
     z_tile<G, NT, false>(tg, st.u0, st.u1, a, y, first, pass, shares, kStreamAhead);
 }

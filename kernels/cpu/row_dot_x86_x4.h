@@ -219,7 +219,7 @@ void x4_streams(const RowDotParams& p, int64_t groups) {
   // Each part's prefetches run on into the same part of the caller's next
   // rows, when the parts are the whole range.
   StreamsAhead<G> ah = StreamsAhead<G>::none();
-  ah.ask = asks_for_stream(p);
+  ah.ask = asks_for_stream(p, 1);  // the x4 tiles ask from 2 tokens (row_dot.h)
   if (p.then_rows && G * q == groups)
     for (int k = 0; k < G; ++k) {
       const size_t at = size_t(k * q * kX4Rows) * p.w_row_stride, len = size_t(q * kX4Rows) * p.w_row_stride;
