@@ -99,8 +99,8 @@ inline CpuPrefetch prefetch_profile(const RowDotParams& p) { return p.prefetch.v
 // orders: Qwen3-30B-A3B BF16 1.03-1.11x, Q8_0 1.00-1.16x, FP8 1.02-1.03x,
 // DeepSeek-V3 0.99-1.12x; at 8 tokens 0.96-1.09x; tiles of 8 tokens lost
 // without them, so more than 4 still ask); the x4 layouts' tiles keep
-// asking from 2 (Q4_K at 32 tokens 0.98-1.02x without). The rowmajor tiles (row_dot_x86_tile.h's driver)
-// follow the profile at every token count.
+// asking from 2 (Q4_K at 32 tokens 0.98-1.02x without). The rowmajor tiles
+// (row_dot_x86_tile.h's driver) follow the profile at every token count.
 inline constexpr int64_t kX16HardwareStreamTokens = 4;
 inline bool asks_for_stream(const RowDotParams& p, int64_t hardware_tokens) {
   return p.n_tokens > hardware_tokens || prefetch_profile(p) == CpuPrefetch::kSoftware;

@@ -318,6 +318,24 @@ TEST(RowDot, KQuantsSumInLlamaCppsX86OrderAtEveryLevel) {
     }
 }
 
+// Who keeps a call's weight stream in flight (asks_for_stream, row_dot.h):
+// on the software profile the kernel always; on the hardware one (Zen 4)
+// the CPU for one token, and for up to 4 in the x16 layouts' tiles, which
+// ask from 5 (the x4 tiles from 2).
+TEST(RowDot, AsksForItsStreamByProfileAndTokens) {
+  RowDotParams p;
+  for (int64_t tokens : {1, 2, 4, 5, 9}) {
+    SCOPED_TRACE(std::to_string(tokens) + " tokens");
+    p.n_tokens = tokens;
+    p.prefetch = CpuPrefetch::kSoftware;
+    EXPECT_TRUE(asks_for_stream(p, kX16HardwareStreamTokens));
+    EXPECT_TRUE(asks_for_stream(p, 1));
+    p.prefetch = CpuPrefetch::kHardware;
+    EXPECT_EQ(asks_for_stream(p, kX16HardwareStreamTokens), tokens > 4);
+    EXPECT_EQ(asks_for_stream(p, 1), tokens > 1);
+  }
+}
+
 // F32 and BF16 in llama.cpp's AVX-512 orders. BF16: with gemm_order,
 // tinyBLAS's one 16-lane accumulator (its GEMM for batches); one token
 // without it, ggml_vec_dot_bf16's two accumulators plus the tail past the

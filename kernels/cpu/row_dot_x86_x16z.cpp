@@ -292,8 +292,9 @@ void z_tile(const ZTile& tg, int64_t u0, int64_t u1, const uint8_t* const* a, fl
       }
     }
     // The next unit's spare, asked for at the unit's end, when the stream
-    // has brought the next header (chunk 0's prefetches reach it: `ahead` is
-    // less than a core). Until stop 64 this read the header before chunk 0:
+    // has brought the next header (chunk 0's prefetches reach it, `ahead`
+    // being less than a core, or the CPU's where the tile asks for none:
+    // asks_for_stream). Until stop 64 this read the header before chunk 0:
     // a load from DRAM each unit, which held up the unit's start. Two threads
     // over 200 coded 2048 x 768 or 768 x 2048 matrices from DRAM (reads of
     // 29-35 GB/s), of a plain read, the two alternated in rounds in both
