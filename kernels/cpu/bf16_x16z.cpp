@@ -34,8 +34,7 @@ bool bf16_x16z_code(const uint8_t* x16, uint8_t* core, uint8_t* spare) {
       if (e7 >= base && e7 < base + 8) {
         code = (hi >> 7) << 3 | (e7 - base);
       } else {
-        uint8_t* x = n < kBf16X16ZInline ? core + 12 + 3 * size_t(n) : spare + 3 * size_t(n - kBf16X16ZInline);
-        ++n;
+        uint8_t* x = bf16_x16z_exception(core, spare, n++);
         const int pos = 32 * v + w;
         x[0] = uint8_t(pos), x[1] = uint8_t(pos >> 8), x[2] = hi;
         mask |= uint64_t(1) << v;
@@ -60,7 +59,7 @@ void bf16_x16z_decode(const uint8_t* core, const uint8_t* spare, uint8_t* x16) {
     }
   // The count and positions as the coder writes them; a damaged unit's
   // others are ignored rather than read or written out of bounds.
-  const int n = std::min(core[10] | core[11] << 8, kBf16X16ZMaxExceptions);
+  const int n = std::min(bf16_x16z_count(core), kBf16X16ZMaxExceptions);
   for (int k = 0; k < n; ++k) {
     const uint8_t* x = bf16_x16z_exception(core, spare, k);
     const size_t pos = size_t(x[0] | x[1] << 8);

@@ -69,9 +69,16 @@ constexpr size_t bf16_x16z_spare_at(int64_t groups, int64_t units, int64_t g, in
   return kBf16X16ZCore * size_t(groups * units) + kBf16X16ZSpare * size_t(g * units + u);
 }
 
+// A unit's exception count (its header's u16 at byte 10).
+inline int bf16_x16z_count(const uint8_t* core) { return core[10] | core[11] << 8; }
+
 // Exception k (0 .. the count - 1) of a unit: in its header or its spare.
 inline const uint8_t* bf16_x16z_exception(const uint8_t* core, const uint8_t* spare, int k) {
   return k < kBf16X16ZInline ? core + 12 + 3 * size_t(k) : spare + 3 * size_t(k - kBf16X16ZInline);
+}
+// The same place, to write (the coder).
+inline uint8_t* bf16_x16z_exception(uint8_t* core, uint8_t* spare, int k) {
+  return const_cast<uint8_t*>(bf16_x16z_exception(static_cast<const uint8_t*>(core), spare, k));
 }
 
 // Where vector pair i's (0..31) lo bytes and codes sit in a core.

@@ -95,7 +95,7 @@ TEST(Bf16X16Z, CodesEveryValueBackBitForBit) {
     // The header: its mask marks exactly the vectors with exceptions.
     uint64_t mask;
     std::memcpy(&mask, core.data(), 8);
-    const int n = core[10] | core[11] << 8;
+    const int n = bf16_x16z_count(core.data());
     uint64_t want = 0;
     for (int k = 0; k < n; ++k) {
       const uint8_t* x = bf16_x16z_exception(core.data(), spare.data(), k);
@@ -190,7 +190,7 @@ TEST(Bf16X16Z, RowDotsAgreeWithRowmajorAtEveryLevel) {
       repack_rows(WeightLayout::kBf16X16Z, type, z.data(), rows, cols);
       if (rows >= 64) {  // the kernels read that unit's spare
         const uint8_t* core = z.data() + bf16_x16z_core_at(cols / kBf16X16ZCols, 2, 0);
-        EXPECT_GT(core[10] | core[11] << 8, kBf16X16ZInline);
+        EXPECT_GT(bf16_x16z_count(core), kBf16X16ZInline);
       }
       const size_t row_bytes = 2 * size_t(cols);
       for (int64_t tokens : {1, 2, 3, 4, 5, 8, 9, 12, 17}) {

@@ -82,7 +82,7 @@ inline __m512i code_shift() {
 // decoded vector and a third of the sums on the stack: one token at 0.7 of
 // bf16_x16's speed).
 inline void patch_pair(const Unit& un, int64_t i, __m512bh& v0, __m512bh& v1) {
-  const int n = std::min(un.core[10] | un.core[11] << 8, kBf16X16ZMaxExceptions);  // a damaged count: no further
+  const int n = std::min(bf16_x16z_count(un.core), kBf16X16ZMaxExceptions);  // a damaged count: no further
   for (int k = 0; k < n; ++k) {
     const uint8_t* x = bf16_x16z_exception(un.core, un.spare, k);
     const int pos = x[0] | x[1] << 8, v = pos / 32;
@@ -172,8 +172,7 @@ constexpr size_t kDecodeFar = 3 * kCore;
 // inlined: GCC 12 takes a function whose only effect is a prefetch for one
 // without effects and drops the call.
 [[gnu::always_inline]] inline void fetch_next_spare(const Unit& un) {
-  const uint8_t* next = un.core + kCore;
-  if ((next[10] | next[11] << 8) > kBf16X16ZInline)
+  if (bf16_x16z_count(un.core + kCore) > kBf16X16ZInline)
     _mm_prefetch(reinterpret_cast<const char*>(un.spare + kBf16X16ZSpare), _MM_HINT_T0);
 }
 
@@ -363,7 +362,7 @@ void z_tokens(const RowDotParams& p, const Step& st, int64_t t0, int pass, int p
   if (pass == 0)
     z_tile<G, NT, true>(tg, st.u0, st.u1, a, y, first, 0, shares, ahead);
   else
-    z_tile<G, NT, false>(tg, st.u0, st.u1, a, y, first, pass, shares, kStreamAhead);
+    z_tile<G, NT, false>(tg, st.u0, st.u1, a, y, first, pass, shares, 0);  // streams nothing
 }
 
 // The tokens in passes of balanced sizes (9 as 5 + 4, 12 as 6 + 6): a pass
