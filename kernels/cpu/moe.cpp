@@ -268,14 +268,20 @@ struct Job {
     p.row_end = f1;
     p.layout = s->gate_up_layout;
     p.fp8_marks = x.gate_marks;
-    p.then_rows = x.up + size_t(f0) * s->gate_up_row_stride;
-    k->gate_up(p);
-    p.then_rows = nullptr;
-    p.w = x.up;
-    p.scales = x.up_scales;
-    p.fp8_marks = x.up_marks;
-    p.y = u;
-    k->gate_up(p);
+    if (layout_takes_pairs(p.layout)) {  // gate and up in one call (RowDotParams::pair_w)
+      p.pair_w = x.up;
+      p.pair_y = u;
+      k->gate_up(p);
+    } else {
+      p.then_rows = x.up + size_t(f0) * s->gate_up_row_stride;
+      k->gate_up(p);
+      p.then_rows = nullptr;
+      p.w = x.up;
+      p.scales = x.up_scales;
+      p.fp8_marks = x.up_marks;
+      p.y = u;
+      k->gate_up(p);
+    }
     const size_t tok = size_t(pa * F);  // floats from one token's g (or u) to the next's
     for (int64_t t = 0; t < m; ++t) {
       float* gt = g + t * tok + f0;

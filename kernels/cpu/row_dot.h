@@ -68,6 +68,14 @@ struct RowDotParams {
   // which the last rows' prefetches run on into (the up projection after
   // the gate one), so that call does not start cold. A hint only.
   const uint8_t* then_rows = nullptr;
+  // Optional, x4 layouts only (layout_takes_pairs): a second matrix of the
+  // same type, layout, shape and stride whose rows row_begin..row_end the
+  // call computes too, into pair_y (y_row_stride apart): the MoE's up
+  // projection beside its gate. Kernels whose tiles take two groups read
+  // the two side by side as two streams; the others one after the other.
+  // The same floats either way.
+  const uint8_t* pair_w = nullptr;
+  float* pair_y = nullptr;
   // Sum as llama.cpp's GEMM for batches (matmul.h's gemm_order): Q4_K,
   // each 64-value chunk with its own fma (the same result at every level);
   // BF16, tinyBLAS's one vdpbf16ps accumulator (the generic and avx512bf16
@@ -104,6 +112,30 @@ inline CpuPrefetch prefetch_profile(const RowDotParams& p) { return p.prefetch.v
 inline constexpr int64_t kX16HardwareStreamTokens = 4;
 inline bool asks_for_stream(const RowDotParams& p, int64_t hardware_tokens) {
   return p.n_tokens > hardware_tokens || prefetch_profile(p) == CpuPrefetch::kSoftware;
+}
+
+// Runs `rows` on p's matrix and then on its pair (RowDotParams::pair_w),
+// for kernels that read the two one after the other: the first call's
+// prefetches run on into the pair's rows (then_rows).
+template <class Rows>
+void rows_then_pair(Rows&& rows, const RowDotParams& p) {
+  RowDotParams q = p;
+  q.pair_w = nullptr;
+  q.pair_y = nullptr;
+  if (p.pair_w) q.then_rows = p.pair_w + size_t(p.row_begin) * p.w_row_stride;
+  rows(q);
+  if (!p.pair_w) return;
+  q.w = p.pair_w;
+  q.y = p.pair_y;
+  q.then_rows = nullptr;
+  rows(q);
+}
+
+// The layouts whose row dots take a pair (RowDotParams::pair_w), at every
+// level: the x4 ones.
+inline bool layout_takes_pairs(WeightLayout l) {
+  return l == WeightLayout::kQ4KX4 || l == WeightLayout::kQ8_0X4 || l == WeightLayout::kQ5KX4 ||
+         l == WeightLayout::kQ6KX4;
 }
 
 inline const uint8_t* activation_row(const RowDotParams& p, int64_t t) {

@@ -26,6 +26,7 @@ void rows_fp8(const RowDotParams& p);
 // rows back to rowmajor, each token's activations back to plain (q4_k_x4, q5_k_x4),
 // then rows_matmul (rows_fp8 for fp8_x16).
 void rows_repacked(const RowDotParams& p) {
+  if (p.pair_w) return rows_then_pair(rows_repacked, p);
   const bool q4 = permutes_activations(p.layout);
   const LayoutBlocks blocks = layout_blocks(p.layout);
   const int gr = blocks.rows;
@@ -238,6 +239,11 @@ void row_dot_check(const RowDotParams& p) {
   if (p.row_begin == p.row_end || p.n_tokens == 0) return;
   if (!p.w || !(p.a || p.a_rows) || !p.y)
     fail(ErrorKind::kInternal, "row dot {}: null pointer", tn);
+  if ((p.pair_w != nullptr) != (p.pair_y != nullptr))
+    fail(ErrorKind::kInternal, "row dot {}: a pair needs its weights and its output", tn);
+  if (p.pair_w && !layout_takes_pairs(p.layout))
+    fail(ErrorKind::kInternal, "row dot {}: layout {} takes no pair (the x4 layouts do)", tn,
+         layout_name(p.layout));
   if (p.rows > 1 && p.w_row_stride < *w_row)
     fail(ErrorKind::kInternal, "row dot {}: weight row stride {} < {}", tn, p.w_row_stride,
          *w_row);

@@ -87,8 +87,8 @@ inline __m256 meta_d_dmin(__m256i m01, __m256i m23) {
 template <bool kFive>
 struct QKX4Avx2 : KQuantX4Avx2Driving {
   template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                   size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                   float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah);
 };
 
 // Q5_K's fifth bits of step s (bit 2(s % 4) + h of each byte of its part's
@@ -168,8 +168,8 @@ inline void qk_x4_sums(const uint8_t* blk, const uint8_t* const (&x)[N], const u
 
 template <bool kFive>
 template <int G, int T>
-void QKX4Avx2<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                           size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+void QKX4Avx2<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                           float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah) {
   constexpr size_t kAhead = ahead(T);
   constexpr size_t kGroupBlock = kFive ? kQ5KX4GroupBlock : kQ4KX4GroupBlock;
   // Per group and token, lanes as `sums` below.
@@ -237,7 +237,7 @@ void QKX4Avx2<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const 
     for (int t = 0; t < T; ++t) {
       alignas(32) float r[8];
       _mm256_store_ps(r, acc[g][t]);
-      float* yt = y + size_t(t) * y_row_stride + size_t(row0[g]);
+      float* yt = yg[g] + size_t(t) * y_row_stride;
       yt[0] = r[0] - r[2];
       yt[1] = r[4] - r[6];
       yt[2] = r[1] - r[3];

@@ -18,8 +18,8 @@ namespace {
 // (vpmulld), are reduced per row and added with one fma a half.
 struct Q6KX4 : KQuantX4Driving {
   template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                   size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                   float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah);
 };
 
 // Step s's top bits of the low (h = 0) or high (h = 1) nibbles: bits
@@ -37,8 +37,8 @@ inline __m512i top_bits(__m512i qh, int bit) {
 }
 
 template <int G, int T>
-void Q6KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                 size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+void Q6KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                 float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah) {
   constexpr int kS = G * T <= 2 ? 2 : 1;  // chains per sum: enough in flight
   constexpr size_t kAhead = ahead(T);
   constexpr int kPairs = (G + 1) / 2;  // a lone group pairs with itself
@@ -140,11 +140,10 @@ void Q6KX4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T],
     for (int t = 0; t < T; ++t) {
       alignas(64) float out[16];
       _mm512_store_ps(out, acc[i][t]);
-      float* yt = y + size_t(t) * y_row_stride;
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) {
-        yt[row0[2 * i] + r] = out[4 * r];
-        if (2 * i + 1 < G) yt[row0[2 * i + 1] + r] = out[4 * r + 1];
+        yg[2 * i][size_t(t) * y_row_stride + size_t(r)] = out[4 * r];
+        if (2 * i + 1 < G) yg[2 * i + 1][size_t(t) * y_row_stride + size_t(r)] = out[4 * r + 1];
       }
     }
 }

@@ -22,8 +22,8 @@ namespace {
 
 struct Q6KX4Avx2 : KQuantX4Avx2Driving {
   template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                   size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                   float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah);
 };
 
 // Step s's top bits of the low (h = 0) or high (h = 1) nibbles (bits
@@ -97,8 +97,8 @@ inline __m256i half_bsums(const uint8_t* bsums, int half) {
 }
 
 template <int G, int T>
-void Q6KX4Avx2::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                     size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+void Q6KX4Avx2::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                     float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah) {
   constexpr size_t kAhead = ahead(T);
   // Per group and token: lanes [r0, r2, r0, r2 | r1, r3, r1, r3].
   __m256 acc[G][T];
@@ -176,7 +176,7 @@ void Q6KX4Avx2::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)
     for (int t = 0; t < T; ++t) {
       alignas(32) float r[8];
       _mm256_store_ps(r, acc[g][t]);
-      float* yt = y + size_t(t) * y_row_stride + size_t(row0[g]);
+      float* yt = yg[g] + size_t(t) * y_row_stride;
       yt[0] = r[0];
       yt[1] = r[4];
       yt[2] = r[1];

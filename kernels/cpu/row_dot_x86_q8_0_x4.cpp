@@ -13,14 +13,14 @@ struct Q8_0X4 {
   static constexpr int64_t kBlockElems = kQK8_0;
   static constexpr size_t ahead(int64_t n) { return n == 1 ? kOneTokenAhead : kPrefetch; }
   template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                   size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                   float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah);
 };
 struct Q8_0X4Blocks : Q8_0X4 {
   static constexpr int kPairTokens = 2;
   template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                   size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                   float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah);
 };
 
 // A q8_0_x4 block is 136 bytes: three lines `ahead` bytes on cover every
@@ -62,8 +62,8 @@ inline __m512i q8_0_x4_dot(__m512i w, __m512i x, __m512i bias) {
 // exactly. Without VNNI (vpmaddubsw would saturate on w + 128) the signed
 // values come back with one xor and take |w| against x with w's sign.
 template <int G, int T>
-void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                  size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                  float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah) {
   constexpr size_t kAhead = ahead(T);
   const __m512i rows01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i rows23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
@@ -105,7 +105,7 @@ void Q8_0X4::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T]
     for (int h = 0; h < 2; ++h)
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        float* out = y + size_t(t) * y_row_stride + size_t(row0[g] + 2 * h);
+        float* out = yg[g] + size_t(t) * y_row_stride + size_t(2 * h);
         out[0] = hsum256(_mm512_castps512_ps256(acc[g][h][t]));
         out[1] = hsum256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g][h][t]), 1)));
       }
@@ -166,8 +166,8 @@ template <int G, int T>
 inline constexpr typename Q8_0X4Lanes<G, T>::Index kQ8_0X4Index = Q8_0X4Lanes<G, T>::index();
 
 template <int G, int T>
-void Q8_0X4Blocks::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                        size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+void Q8_0X4Blocks::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                        float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah) {
   using L = Q8_0X4Lanes<G, T>;
   constexpr int S = L::kSets;
   constexpr size_t kAhead = ahead(T);
@@ -221,7 +221,7 @@ void Q8_0X4Blocks::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&a
     _mm512_store_ps(out, acc[s]);
     for (int l = 0; l < 16; ++l)
       if (L::used(s, l))
-        y[size_t(L::token(s, l)) * y_row_stride + size_t(row0[L::group(s, l)] + L::row(s, l))] = out[l];
+        yg[L::group(s, l)][size_t(L::token(s, l)) * y_row_stride + size_t(L::row(s, l))] = out[l];
   }
 }}  // namespace
 

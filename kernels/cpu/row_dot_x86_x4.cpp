@@ -90,8 +90,8 @@ struct Meta {
 template <bool kFive>
 struct QKX4 : KQuantX4Driving {
   template <int G, int T>
-  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                   size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah);
+  static void tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                   float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah);
 };
 
 // Q4KX4::tile's sums of one group (256 bits) or of a pair (512 bits). Not
@@ -107,8 +107,8 @@ struct Q4KSums<true> {
 
 template <bool kFive>
 template <int G, int T>
-void QKX4<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb, float* y,
-                 size_t y_row_stride, const int64_t (&row0)[G], const StreamsAhead<G>& ah) {
+void QKX4<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&act)[T], int64_t nb,
+                 float* const (&yg)[G], size_t y_row_stride, const StreamsAhead<G>& ah) {
   constexpr int kS = G * T <= 2 ? 2 : 1;  // chains per sum: enough in flight
   constexpr size_t kAhead = ahead(T);
   constexpr size_t kGroupBlock = kFive ? kQ5KX4GroupBlock : kQ4KX4GroupBlock;
@@ -230,11 +230,10 @@ void QKX4<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&ac
         // lanes 4r, 4r + 2: sum - min of row r of group g, g + 1
         alignas(64) float out[16];
         _mm512_store_ps(out, _mm512_sub_ps(acc[g / 2][t], _mm512_permute_ps(acc[g / 2][t], 0xB1)));
-        float* yt = y + size_t(t) * y_row_stride;
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
-          yt[row0[g] + r] = out[4 * r];
-          yt[row0[g + 1] + r] = out[4 * r + 2];
+          yg[g][size_t(t) * y_row_stride + size_t(r)] = out[4 * r];
+          yg[g + 1][size_t(t) * y_row_stride + size_t(r)] = out[4 * r + 2];
         }
       }
   } else {
@@ -244,7 +243,7 @@ void QKX4<kFive>::tile(const uint8_t* const (&grp)[G], const uint8_t* const (&ac
       for (int t = 0; t < T; ++t) {
         // rows 0..3: sum - min, from lanes (0, 1), (2, 3), (4, 5), (6, 7)
         const __m128 lo = _mm256_castps256_ps128(acc[g][t]), hi = _mm256_extractf128_ps(acc[g][t], 1);
-        _mm_storeu_ps(y + size_t(t) * y_row_stride + size_t(row0[g]),
+        _mm_storeu_ps(yg[g] + size_t(t) * y_row_stride,
                       _mm_sub_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))));
       }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/float_convert.h"
@@ -275,6 +276,80 @@ TEST(WeightLayout, Q8_0X4TokensGetTheSameFloatsInAnyBatch) {
       }
     }
   }
+}
+
+// A pair (RowDotParams::pair_w: the MoE's gate and up in one call) gives
+// each matrix the floats a call of its own gives, at every level and both
+// prefetch profiles, over the x4 layouts: one and two tokens (the avx512
+// levels' two streams side by side), three to seven (2 x 3 tiles, and the
+// amx level's q8_0_x4 tiles from 4), gathered or not, on a ragged row range,
+// and writes neither output outside its rows. Other layouts take no pair.
+TEST(WeightLayout, X4PairsGiveEachMatrixTheFloatsOfItsOwnCall) {
+  std::mt19937 rng(41);
+  for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kQ5_K, DType::kQ6_K}) {
+    const WeightLayout layout = repacked_layout(type);
+    ASSERT_TRUE(layout_takes_pairs(layout));
+    for (int64_t cols : {256, 2048}) {
+      const int64_t rows = 44;
+      std::vector<uint8_t> m[2];
+      for (auto& w : m) {
+        w = random_rows(type, rows, cols, rng);
+        repack_rows(layout, type, w.data(), rows, cols);
+      }
+      const size_t row_bytes = m[0].size() / size_t(rows), ab = row_dot_activation_bytes(type, cols);
+      for (int64_t tokens : {1, 2, 3, 4, 5, 7}) {
+        const std::vector<float> x = random_x(tokens * cols, rng);
+        std::vector<uint8_t> a(ab * size_t(tokens));
+        convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab,
+                                    best_isa(detect_cpu_features()), layout);
+        const std::vector<const uint8_t*> gathered = reversed_rows(a, ab, tokens);
+        for (int level = 0; level < kCpuIsaCount; ++level) {
+          const CpuIsa isa = CpuIsa(level);
+          if (!supports(detect_cpu_features(), isa)) continue;
+          for (bool gather : {false, true})
+            for (CpuPrefetch pf : {CpuPrefetch::kSoftware, CpuPrefetch::kHardware}) {
+              SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + ", " + std::to_string(cols) +
+                           " columns, " + std::to_string(tokens) + " tokens" + (gather ? ", gathered, " : ", ") +
+                           std::string(prefetch_name(pf)) + " prefetch");
+              RowDotParams p = rowmajor_params(type, m[0].data(), row_bytes, rows, cols, a.data(), ab, tokens, 4, 36);
+              p.layout = layout;
+              p.a_rows = gather ? gathered.data() : nullptr;
+              p.prefetch = pf;
+              std::vector<float> alone[2], pair[2];
+              for (int i = 0; i < 2; ++i) {
+                alone[i].assign(p.y_row_stride * size_t(tokens), -7.0f);
+                pair[i] = alone[i];
+                RowDotParams q = p;
+                q.w = m[i].data();
+                q.y = alone[i].data();
+                row_dot_for(isa, type)(q);
+              }
+              p.pair_w = m[1].data();
+              p.y = pair[0].data();
+              p.pair_y = pair[1].data();
+              row_dot_check(p);
+              row_dot_for(isa, type)(p);
+              ASSERT_EQ(pair[0], alone[0]) << "the first matrix";
+              ASSERT_EQ(pair[1], alone[1]) << "the pair";
+              for (int i = 0; i < 2; ++i)  // and the rows were written
+                ASSERT_NE(alone[i][4], -7.0f);
+            }
+        }
+      }
+    }
+  }
+  const std::vector<uint8_t> w(size_t(*bytes_for(DType::kQ8_0, 256)) * 16);
+  std::vector<float> y(17), y2(17);
+  const std::vector<uint8_t> a(row_dot_activation_bytes(DType::kQ8_0, 256));
+  RowDotParams p = rowmajor_params(DType::kQ8_0, w.data(), w.size() / 16, 16, 256, a.data(), a.size(), 1, 0, 16);
+  p.y = y.data();
+  p.pair_w = w.data();
+  p.pair_y = y2.data();
+  EXPECT_THROW(row_dot_check(p), Error) << "a rowmajor pair";
+  p.layout = WeightLayout::kQ8_0X4;
+  row_dot_check(p);
+  p.pair_y = nullptr;
+  EXPECT_THROW(row_dot_check(p), Error) << "a pair without its output";
 }
 
 // bf16_x16 at every level against the generic level over rowmajor: one
