@@ -61,11 +61,10 @@ __attribute__((target("avx512f"))) double fma512_loop(int64_t iters) {
 
 }  // namespace
 
-double flops_peak(tandem::kernels::ThreadPool& pool, PeakLoop loop) {
-  const int64_t iters = 10'000'000;
+double flops_peak(tandem::kernels::ThreadPool& pool, PeakLoop loop, int64_t iters, int passes) {
   volatile double sink = 0;
   double best = 0;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < passes; ++r) {
     double sums[64] = {};
     auto job = [&](int i, int) {
       sums[i] = loop == PeakLoop::kBf16     ? dpbf16_loop(iters)
@@ -83,18 +82,26 @@ double flops_peak(tandem::kernels::ThreadPool& pool, PeakLoop loop) {
   return best;
 }
 
-double level_peak(tandem::kernels::ThreadPool& pool, tandem::kernels::CpuIsa isa) {
+std::optional<PeakLoop> level_peak_loop(tandem::kernels::CpuIsa isa) {
   using tandem::kernels::CpuIsa;
+  if (isa >= CpuIsa::kAvx512Bf16) return PeakLoop::kBf16;
+  if (isa >= CpuIsa::kAvx512) return PeakLoop::kFma512;
+  if (isa >= CpuIsa::kAvx2) return PeakLoop::kFma256;
+  return std::nullopt;
+}
+
+double level_peak(tandem::kernels::ThreadPool& pool, tandem::kernels::CpuIsa isa) {
   const int n = pool.size();
   const std::string level(tandem::kernels::isa_name(isa));
-  if (isa >= CpuIsa::kAvx512Bf16) {
-    const double peak = flops_peak(pool, PeakLoop::kBf16);
+  const std::optional<PeakLoop> loop = level_peak_loop(isa);
+  if (loop == PeakLoop::kBf16) {
+    const double peak = flops_peak(pool, *loop);
     std::printf("avx512 bf16 peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", n, peak);
     return peak;
   }
-  if (isa >= CpuIsa::kAvx2) {
-    const bool wide = isa >= CpuIsa::kAvx512;
-    const double peak = flops_peak(pool, wide ? PeakLoop::kFma512 : PeakLoop::kFma256);
+  if (loop) {
+    const bool wide = loop == PeakLoop::kFma512;
+    const double peak = flops_peak(pool, *loop);
     std::printf("kernels without AVX512_BF16 (%s); f32 fma peak instead (%d-bit vfmadd231ps, %d threads): "
                 "%.1f GFLOP/s\n", level.c_str(), wide ? 512 : 256, n, peak);
     return peak;

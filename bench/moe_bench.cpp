@@ -315,9 +315,13 @@ tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int6
   return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 
+// Iterations of the peak loop before each repetition ('cpu'): about 1 ms.
+constexpr int64_t kCpuCheckIters = 150'000;
+
 void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, LayerTypes types,
                  const Options& o, const Buffer& probe, ReadPattern rp, bool avx512, double peak,
                  bench::MoeBars& bars) {
+  const std::optional<bench::PeakLoop> cpu_loop = bench::level_peak_loop(isa);
   tk::MoeShape s;
   const DType type = types.gate_up, down_type = types.down;
   s.gate_up_type = type;
@@ -406,7 +410,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, Layer
   // start) right before the layer, and the row reports medians of the
   // layer's time and of its ratio to the read just before it.
   for (int64_t batch : o.batches) {
-    std::vector<double> times, ratios, bws, gbss, plains, plain_ratios;
+    std::vector<double> times, ratios, bws, gbss, plains, plain_ratios, cpus;
     tk::MoeRouteStats st;
     for (int r = 0; r < o.reps + 1; ++r) {  // the first run warms up
       std::vector<int32_t> ids;
@@ -433,6 +437,10 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, Layer
           spans.push_back({ex.up, gu_bytes});
           spans.push_back({ex.down, d_bytes});
         }
+      // The cores' speed now (tandem-bench-moe's machines share them with
+      // neighbours, whose load comes and goes as the read's does).
+      const double cpu =
+          cpu_loop && peak > 0 && !o.hot ? bench::flops_peak(pool, *cpu_loop, kCpuCheckIters, 1) / peak : 0.0;
       const double plain = o.hot ? 1.0 : read_spans(pool, spans, rp, avx512);
       const double bw = o.hot ? 1.0 : read_once(pool, pool.size(), probe, rp, avx512);
       const double t0 = now();
@@ -449,6 +457,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, Layer
       ratios.push_back(gbs / bw);
       plains.push_back(plain);
       plain_ratios.push_back(gbs / plain);
+      cpus.push_back(cpu);
     }
     const double t = median(times);
     const double flops = 2.0 * double(st.assignments) * 3.0 * double(sd.hidden) * double(sd.ffn);
@@ -466,13 +475,14 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, Layer
     const double roof =
         peak > 0 && !o.hot ? std::min(1.0, median(bws) * flops / st.weight_bytes / peak) : 0.0;
     const double of_read = 100.0 * median(ratios), of_peak = peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0;
-    std::printf("%-14s %-13s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%%\n",
+    std::printf("%-14s %-13s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%% %4.0f%%\n",
                 sd.name.c_str(), tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws), of_read,
-                median(plains), 100.0 * median(plain_ratios), flops / t / 1e9, of_peak, 100.0 * roof);
+                median(plains), 100.0 * median(plain_ratios), flops / t / 1e9, of_peak, 100.0 * roof,
+                100.0 * median(cpus));
     std::fflush(stdout);
     if (!o.hot && down_type == type)  // the bars are per type
-      bars.add(sd.name + " " + tname, type, batch, of_read, median(bws), of_peak, 100.0 * roof);
+      bars.add(sd.name + " " + tname, type, batch, of_read, median(bws), of_peak, 100.0 * roof, 100.0 * median(cpus));
   }
 }
 
@@ -567,10 +577,12 @@ int main(int argc, char** argv) {
                 "of the layer's own weight bytes (its experts' matrices, a share of each per thread) and\n"
                 "'of pl' the layer's ratio to it: what DRAM gives a job of that size; 'of pk' the fraction\n"
                 "of the peak above, and 'roof' the most of it that 'read' allows at the row's flops per\n"
-                "weight byte (each routed expert's weights read once)\n\n",
+                "weight byte (each routed expert's weights read once); 'cpu' the peak loop's speed in a 1 ms\n"
+                "pass before each repetition as a share of the peak above: well under 100%%, something else\n"
+                "was running on these cores, which slows the kernels' arithmetic but not a read\n\n",
                 o.reps);
-    std::printf("%-14s %-13s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s %6s\n", "shape", "type", "batch", "tok/exp",
-                "ms", "GB/s", "read", "of read", "plain", "of pl", "GFLOP/s", "of pk", "roof");
+    std::printf("%-14s %-13s %5s %7s %9s %7s %7s %7s %6s %7s %9s %7s %6s %5s\n", "shape", "type", "batch", "tok/exp",
+                "ms", "GB/s", "read", "of read", "plain", "of pl", "GFLOP/s", "of pk", "roof", "cpu");
     bench::MoeBars bars;
     for (const auto& name : o.shapes) {
       ShapeDef sd;
