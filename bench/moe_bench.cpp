@@ -315,8 +315,9 @@ tk::WeightLayout arena_layout(DType type, tk::CpuIsa isa, const Options& o, int6
   return tk::expert_matrix_layout(type, isa, rows, cols);
 }
 
-// Iterations of the peak loop before each repetition ('cpu'): about 1 ms.
-constexpr int64_t kCpuCheckIters = 150'000;
+// Iterations of the peak loop before each repetition ('cpu'): about 1 ms
+// (the fma loops take half as long an iteration as vdpbf16ps's).
+int64_t cpu_check_iters(bench::PeakLoop loop) { return loop == bench::PeakLoop::kBf16 ? 150'000 : 300'000; }
 
 void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, LayerTypes types,
                  const Options& o, const Buffer& probe, ReadPattern rp, bool avx512, double peak,
@@ -440,7 +441,7 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, Layer
       // The cores' speed now (tandem-bench-moe's machines share them with
       // neighbours, whose load comes and goes as the read's does).
       const double cpu =
-          cpu_loop && peak > 0 && !o.hot ? bench::flops_peak(pool, *cpu_loop, kCpuCheckIters, 1) / peak : 0.0;
+          cpu_loop && peak > 0 && !o.hot ? bench::flops_peak(pool, *cpu_loop, cpu_check_iters(*cpu_loop), 1) / peak : 0.0;
       const double plain = o.hot ? 1.0 : read_spans(pool, spans, rp, avx512);
       const double bw = o.hot ? 1.0 : read_once(pool, pool.size(), probe, rp, avx512);
       const double t0 = now();
@@ -475,11 +476,12 @@ void bench_layer(tk::ThreadPool& pool, tk::CpuIsa isa, const ShapeDef& sd, Layer
     const double roof =
         peak > 0 && !o.hot ? std::min(1.0, median(bws) * flops / st.weight_bytes / peak) : 0.0;
     const double of_read = 100.0 * median(ratios), of_peak = peak > 0 ? 100.0 * flops / t / 1e9 / peak : 0.0;
-    std::printf("%-14s %-13s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%% %4.0f%%\n",
+    char cpu[16] = "    -";  // not measured: --hot, or no peak loop at this level
+    if (median(cpus) > 0) std::snprintf(cpu, sizeof cpu, "%4.0f%%", 100.0 * median(cpus));
+    std::printf("%-14s %-13s %5lld %7.1f %9.3f %7.1f %7.1f %6.1f%% %6.1f %6.1f%% %9.1f %6.1f%% %5.0f%% %s\n",
                 sd.name.c_str(), tname.c_str(), (long long)batch,
                 double(st.assignments) / double(st.active_experts), t * 1e3, median(gbss), median(bws), of_read,
-                median(plains), 100.0 * median(plain_ratios), flops / t / 1e9, of_peak, 100.0 * roof,
-                100.0 * median(cpus));
+                median(plains), 100.0 * median(plain_ratios), flops / t / 1e9, of_peak, 100.0 * roof, cpu);
     std::fflush(stdout);
     if (!o.hot && down_type == type)  // the bars are per type
       bars.add(sd.name + " " + tname, type, batch, of_read, median(bws), of_peak, 100.0 * roof, 100.0 * median(cpus));

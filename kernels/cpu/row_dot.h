@@ -116,7 +116,8 @@ inline bool asks_for_stream(const RowDotParams& p, int64_t hardware_tokens) {
 
 // Runs `rows` on p's matrix and then on its pair (RowDotParams::pair_w),
 // for kernels that read the two one after the other: the first call's
-// prefetches run on into the pair's rows (then_rows).
+// prefetches run on into the pair's rows, the second's into the caller's
+// next (then_rows).
 template <class Rows>
 void rows_then_pair(Rows&& rows, const RowDotParams& p) {
   RowDotParams q = p;
@@ -127,7 +128,7 @@ void rows_then_pair(Rows&& rows, const RowDotParams& p) {
   if (!p.pair_w) return;
   q.w = p.pair_w;
   q.y = p.pair_y;
-  q.then_rows = nullptr;
+  q.then_rows = p.then_rows;
   rows(q);
 }
 

@@ -262,10 +262,10 @@ void tokens_through_tiles(const RowDotParams& p, int64_t m0, int n, int64_t tile
 
 void q8_0_rows(const RowDotParams& p) {
   if (p.layout != WeightLayout::kQ8_0X4) return avx512bf16::find(DType::kQ8_0)(p);
-  if (p.pair_w) return rows_then_pair(q8_0_rows, p);  // the tiles below take one matrix
-  const RowDotFn avx = avx512bf16::q8_0_x4_block_rows;
+  const RowDotFn avx = avx512bf16::q8_0_x4_block_rows;  // takes a pair side by side
   const int64_t tiled_end = p.row_begin + (p.row_end - p.row_begin) / kMaxM * kMaxM;
   if (p.n_tokens < kMinTokensQ8 || tiled_end == p.row_begin) return avx(p);
+  if (p.pair_w) return rows_then_pair(q8_0_rows, p);  // the tiles below take one matrix
   int64_t m0 = 0;
   for (; p.n_tokens - m0 >= kMinTokensQ8; m0 += kMaxM) {
     const int n = int(std::min<int64_t>(kMaxM, p.n_tokens - m0));

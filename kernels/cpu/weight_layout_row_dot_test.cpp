@@ -282,8 +282,10 @@ TEST(WeightLayout, Q8_0X4TokensGetTheSameFloatsInAnyBatch) {
 // each matrix the floats a call of its own gives, at every level and both
 // prefetch profiles, over the x4 layouts: one and two tokens (the avx512
 // levels' two streams side by side), three to seven (2 x 3 tiles, and the
-// amx level's q8_0_x4 tiles from 4), gathered or not, on a ragged row range,
-// and writes neither output outside its rows. Other layouts take no pair.
+// amx level's q8_0_x4 tiles from 4), gathered or not, on ragged row ranges
+// of 8 and 9 groups (a single call's halves then leave one group to a tile
+// of one), and writes neither output outside its rows. Other layouts take
+// no pair.
 TEST(WeightLayout, X4PairsGiveEachMatrixTheFloatsOfItsOwnCall) {
   std::mt19937 rng(41);
   for (DType type : {DType::kQ4_K, DType::kQ8_0, DType::kQ5_K, DType::kQ6_K}) {
@@ -297,7 +299,8 @@ TEST(WeightLayout, X4PairsGiveEachMatrixTheFloatsOfItsOwnCall) {
         repack_rows(layout, type, w.data(), rows, cols);
       }
       const size_t row_bytes = m[0].size() / size_t(rows), ab = row_dot_activation_bytes(type, cols);
-      for (int64_t tokens : {1, 2, 3, 4, 5, 7}) {
+      for (int64_t tokens : {1, 2, 3, 4, 5, 7})
+      for (int64_t r1 : {36, 40}) {
         const std::vector<float> x = random_x(tokens * cols, rng);
         std::vector<uint8_t> a(ab * size_t(tokens));
         convert_row_dot_activations(type, x.data(), size_t(cols), tokens, cols, a.data(), ab,
@@ -309,9 +312,10 @@ TEST(WeightLayout, X4PairsGiveEachMatrixTheFloatsOfItsOwnCall) {
           for (bool gather : {false, true})
             for (CpuPrefetch pf : {CpuPrefetch::kSoftware, CpuPrefetch::kHardware}) {
               SCOPED_TRACE(std::string(name(type)) + " " + std::string(isa_name(isa)) + ", " + std::to_string(cols) +
-                           " columns, " + std::to_string(tokens) + " tokens" + (gather ? ", gathered, " : ", ") +
+                           " columns, rows 4-" + std::to_string(r1) + ", " + std::to_string(tokens) + " tokens" +
+                           (gather ? ", gathered, " : ", ") +
                            std::string(prefetch_name(pf)) + " prefetch");
-              RowDotParams p = rowmajor_params(type, m[0].data(), row_bytes, rows, cols, a.data(), ab, tokens, 4, 36);
+              RowDotParams p = rowmajor_params(type, m[0].data(), row_bytes, rows, cols, a.data(), ab, tokens, 4, r1);
               p.layout = layout;
               p.a_rows = gather ? gathered.data() : nullptr;
               p.prefetch = pf;
