@@ -1,5 +1,7 @@
 // tandem-bench-moe's compute peak, measured in the same run as the layers
-// it rates: GFLOP/s of every thread of the pool at once, best of 3.
+// it rates: GFLOP/s of every thread of the pool at once, best of 3 passes;
+// and short passes of the same loop, the cores' speed before each row's
+// repetitions.
 #pragma once
 
 #include <cstdint>

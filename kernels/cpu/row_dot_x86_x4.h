@@ -288,16 +288,11 @@ void x4_pair(const RowDotParams& p, int64_t groups) {
 // kernel takes two streams, else one matrix after the other.
 template <class K>
 void x4_rows(const RowDotParams& p) {
-  if (p.pair_w) {
-    if constexpr (K::kTwoStreams) {
-      if (p.n_tokens <= 2 || K::kPairTokens == 3) return x4_pair<K>(p, (p.row_end - p.row_begin) / kX4Rows);
-    }
-    return rows_then_pair(x4_rows<K>, p);
-  }
   const int64_t groups = (p.row_end - p.row_begin) / kX4Rows;
   if constexpr (K::kTwoStreams) {
-    if (p.n_tokens <= 2 || K::kPairTokens == 3) return x4_streams<K, 2>(p, groups);
+    if (p.n_tokens <= 2 || K::kPairTokens == 3) return p.pair_w ? x4_pair<K>(p, groups) : x4_streams<K, 2>(p, groups);
   }
+  if (p.pair_w) return rows_then_pair(x4_rows<K>, p);
   x4_streams<K, 1>(p, groups);
 }
 
