@@ -161,9 +161,11 @@ constexpr size_t kDecodeFar = 3 * kCore;
 // A unit's exceptions after the header's 17 sit in its spare, after all the
 // matrix's cores; the patch's load of the spare, outside the stream, missed
 // the caches and stalled the loop. So a unit asks for the next unit's spare
-// line when that unit's count (in its header, already in the caches) says it
-// will need it. Before layout version 12 every exception sat there (a
-// quarter of Gaussian units had one), and this was measured then: one
+// line when that unit's count (in its header) says it will need it, once
+// the stream has brought that header: at the unit's end (a load of a header
+// further on waits for DRAM: the tiles since stop 64, one token since 66).
+// Before layout version 12 every exception sat there (a quarter of Gaussian
+// units had one), and this was measured then: one
 // thread, 200 Qwen3-30B-A3B gates (768 x 2048) from DRAM, coded GB/s against
 // a plain read of the cores: one token 24.4 -> 28.4 of 30.5 (downs, 2048 x
 // 768: 23.7 -> 27.1 of 28.5); DeepSeek-V3's gate (2048 x 7168) at 8 tokens
@@ -197,7 +199,6 @@ void decode_group(const RowDotParams& p, const Coded& m, int64_t row0, const uin
       _mm_prefetch(reinterpret_cast<const char*>(un.core + kDecodeAhead), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(un.core + kDecodeFar), _MM_HINT_T0);
     }
-    fetch_next_spare(un);
 #pragma GCC unroll 32
     for (int i = 0; i < 32; ++i) {
       if (kAsk && i % 2 == 0) {
@@ -209,6 +210,16 @@ void decode_group(const RowDotParams& p, const Coded& m, int64_t row0, const uin
       s[(2 * i) % 32] = _mm512_dpbf16_ps(s[(2 * i) % 32], v0, pair_of(au, 2 * i));
       s[(2 * i + 1) % 32] = _mm512_dpbf16_ps(s[(2 * i + 1) % 32], v1, pair_of(au, 2 * i + 1));
     }
+    // The next unit's spare, asked for at the unit's end, where its header is
+    // the stream's next line. Until stop 66 this read that header before the
+    // unit's chunk 0, a core ahead of the loop: on a Zen 4, whose prefetchers
+    // read one token's stream (asks_for_stream), a load that often waited
+    // for DRAM at the head of the window once a unit. The layer at batch 1,
+    // the two alternated by repetition in one process, both orders, reads of
+    // 54-61 GB/s: DeepSeek-V3 0.89-0.94x the time (82.6-86.3% -> 90.1-94.6%
+    // of the read), Qwen3-30B-A3B 0.91-0.97x (87.3-92.3% -> 93.3-97.6%);
+    // batches 2 and 8 (mostly one token an expert) 0.91-0.98x.
+    fetch_next_spare(un);
   }
   x16::store_vec_dot(p.y + row0, x16::reduce16_lanes(s), x16::reduce16_lanes(s + 16));
 }
