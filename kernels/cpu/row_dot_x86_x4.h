@@ -213,6 +213,13 @@ void x4_groups(const RowDotParams& p, const X4Groups<G>& at, const StreamsAhead<
   }
 }
 
+// A stream's first `bytes`, asked for before its tiles start. Always
+// inlined: GCC 12 may drop a call to a function whose only effect is a
+// prefetch (row_dot_x86_x16z.cpp's fetch_next_spare).
+[[gnu::always_inline]] inline void fetch_stream_start(const uint8_t* w, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(w + o), _MM_HINT_T0);
+}
+
 // G groups at a time, one from each of G equal parts of the range (far-apart
 // streams, as the rowmajor tiles read four quarters), each part's start
 // prefetched first; the groups left over go one at a time. Two neighbouring
@@ -222,9 +229,7 @@ template <class K, int G>
 void x4_streams(const RowDotParams& p, int64_t groups) {
   const int64_t q = groups / G;
   for (int k = 0; k < G && q > 0; ++k)
-    for (size_t o = 0; o < K::ahead(p.n_tokens); o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p.w + size_t(p.row_begin + k * q * kX4Rows) * p.w_row_stride + o),
-                   _MM_HINT_T0);
+    fetch_stream_start(p.w + size_t(p.row_begin + k * q * kX4Rows) * p.w_row_stride, K::ahead(p.n_tokens));
   // Each part's prefetches run on into the same part of the caller's next
   // rows, when the parts are the whole range.
   StreamsAhead<G> ah = StreamsAhead<G>::none();
@@ -269,9 +274,7 @@ template <class K>
 void x4_pair(const RowDotParams& p, int64_t groups) {
   const uint8_t* start[2] = {p.w + size_t(p.row_begin) * p.w_row_stride,
                              p.pair_w + size_t(p.row_begin) * p.w_row_stride};
-  for (const uint8_t* w : start)
-    for (size_t o = 0; o < K::ahead(p.n_tokens); o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(w + o), _MM_HINT_T0);
+  for (const uint8_t* w : start) fetch_stream_start(w, K::ahead(p.n_tokens));
   StreamsAhead<2> ah = StreamsAhead<2>::none();
   ah.ask = asks_for_stream(p, 1);
   for (int64_t j = 0; j < groups; ++j) {
